@@ -1,0 +1,140 @@
+package dev.geofence.state.edit;
+
+import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.index.FenceIndex;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A subtask's fences as the edit semantics define them: the stored version of every fence it has
+ * seen (live, or a tombstone after a delete), the spatial index of the live geometries, and the
+ * checksum over the live versions, all changed together by {@link #apply}.
+ *
+ * <p>Against the stored seq (0 for a fence never seen), an edit with {@code seq <= stored} is a
+ * duplicate or stale and changes nothing; a higher one is applied, and in the stream it is a
+ * {@link EditOutcome#GAP} unless every seq in between was delivered. Tombstones keep their seq, so
+ * a late upsert cannot resurrect a deleted fence. Applying any redelivery, duplication or
+ * per-fence-ordered interleaving of a stream therefore leaves the same state as applying it once.
+ *
+ * <p>Not thread-safe: one operator thread owns it.
+ */
+public final class FenceSet {
+
+  /** Stored seq per fence; negated for a tombstone (seqs start at 1, so the sign is free). */
+  private final Map<String, Long> versions = new HashMap<>();
+  private final FenceIndex index;
+  private final FenceChecksum checksum = new FenceChecksum();
+
+  private long applied;
+  private long duplicates;
+  private long stale;
+  private long gaps;
+  private long coalescedAway;
+
+  public FenceSet(FenceIndex index) {
+    this.index = Objects.requireNonNull(index);
+  }
+
+  public EditOutcome apply(FenceEdit edit) {
+    return apply(CoalescedEdit.of(edit));
+  }
+
+  public EditOutcome apply(CoalescedEdit coalesced) {
+    coalescedAway += coalesced.coalescedAway();
+    FenceEdit edit = coalesced.latest();
+    String id = edit.fenceId();
+    Long stored = versions.get(id);
+    long storedSeq = stored == null ? 0 : Math.abs(stored);
+    EditOutcome outcome = classify(storedSeq, coalesced);
+    switch (outcome) {
+      case DUPLICATE:
+        duplicates++;
+        return outcome;
+      case STALE:
+        stale++;
+        return outcome;
+      case GAP:
+        gaps++;
+        break;
+      default:
+        applied++;
+    }
+    boolean wasLive = stored != null && stored > 0;
+    if (wasLive) {
+      checksum.remove(id, storedSeq);
+    }
+    // A refused upsert leaves the geometry in force: the stored one, or that of an upsert or
+    // delete coalesced into the same batch and newer than the stored version.
+    FenceEdit shaping = coalesced.shaping();
+    if (shaping != null && shaping.seq() > storedSeq) {
+      if (shaping.kind() == EditKind.UPSERT) {
+        index.upsert(id, shaping.tenant(), shaping.geometry());
+      } else {
+        index.delete(id);
+      }
+    }
+    if (edit.kind() == EditKind.DELETE) {
+      versions.put(id, -edit.seq());
+    } else {
+      versions.put(id, edit.seq());
+      checksum.add(id, edit.seq());
+    }
+    return outcome;
+  }
+
+  private static EditOutcome classify(long storedSeq, CoalescedEdit coalesced) {
+    FenceEdit edit = coalesced.latest();
+    if (edit.seq() == storedSeq) {
+      return EditOutcome.DUPLICATE;
+    }
+    if (edit.seq() < storedSeq) {
+      return EditOutcome.STALE;
+    }
+    if (edit.origin() == EditOrigin.SNAPSHOT || coalesced.followsOn(storedSeq)) {
+      return EditOutcome.APPLIED;
+    }
+    return EditOutcome.GAP;
+  }
+
+  /** The stored seq of the fence (live or tombstone), 0 if never seen. */
+  public long seqOf(String id) {
+    Long stored = versions.get(id);
+    return stored == null ? 0 : Math.abs(stored);
+  }
+
+  /** Whether the fence exists at the source as far as this set knows (seen, and not deleted). */
+  public boolean isLive(String id) {
+    Long stored = versions.get(id);
+    return stored != null && stored > 0;
+  }
+
+  public FenceIndex index() {
+    return index;
+  }
+
+  /** Count and checksum over the live fences, comparable with the source's {@code fence_stats}. */
+  public FenceChecksum checksum() {
+    return checksum;
+  }
+
+  public long appliedCount() {
+    return applied;
+  }
+
+  public long duplicateCount() {
+    return duplicates;
+  }
+
+  public long staleCount() {
+    return stale;
+  }
+
+  public long gapCount() {
+    return gaps;
+  }
+
+  public long coalescedAwayCount() {
+    return coalescedAway;
+  }
+}

@@ -1,0 +1,253 @@
+package dev.geofence.state.geom;
+
+import java.util.Arrays;
+import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Geometry;
+import org.locationtech.jts.geom.GeometryFactory;
+import org.locationtech.jts.geom.LinearRing;
+import org.locationtech.jts.geom.Polygon;
+
+/**
+ * An areal fence shape (Polygon or MultiPolygon, holes allowed) held on flat primitive arrays, so
+ * that a million fences cost a few object headers each rather than one object per vertex.
+ *
+ * <p>Layout: {@code xy} holds the vertices of every ring as {@code x0, y0, x1, y1, ...}, each ring
+ * closed (its last vertex repeats its first). Ring {@code r} spans vertices {@code
+ * ringStarts[r] .. ringStarts[r + 1] - 1}. Polygon {@code p} spans rings {@code polygonStarts[p] ..
+ * polygonStarts[p + 1] - 1}; its first ring is the shell, the others are holes. The envelope is
+ * precomputed because every query tests it first.
+ *
+ * <p>Instances are only created from geometries that passed {@link FenceGeometryReader}'s checks
+ * (finite, in range, closed rings, valid), which is what lets {@link PointInFence} decide coverage
+ * by crossing parity over all rings. Immutable and thread-safe; the arrays are never exposed for
+ * writing.
+ */
+public final class FenceGeometry {
+
+  private static final int[] SINGLE_POLYGON = {0, 1};
+
+  private final double[] xy;
+  private final int[] ringStarts;
+  private final int[] polygonStarts;
+  private final double minX;
+  private final double minY;
+  private final double maxX;
+  private final double maxY;
+
+  private FenceGeometry(double[] xy, int[] ringStarts, int[] polygonStarts) {
+    this.xy = xy;
+    this.ringStarts = ringStarts;
+    this.polygonStarts = polygonStarts;
+    double x0 = Double.POSITIVE_INFINITY;
+    double y0 = Double.POSITIVE_INFINITY;
+    double x1 = Double.NEGATIVE_INFINITY;
+    double y1 = Double.NEGATIVE_INFINITY;
+    for (int i = 0; i < xy.length; i += 2) {
+      x0 = Math.min(x0, xy[i]);
+      x1 = Math.max(x1, xy[i]);
+      y0 = Math.min(y0, xy[i + 1]);
+      y1 = Math.max(y1, xy[i + 1]);
+    }
+    this.minX = x0;
+    this.minY = y0;
+    this.maxX = x1;
+    this.maxY = y1;
+  }
+
+  /**
+   * Copies a JTS Polygon or MultiPolygon. The caller vouches for its validity: this is the last
+   * step of {@link FenceGeometryReader}, and of decoding a fence already checked once.
+   */
+  static FenceGeometry fromJts(Geometry geometry) {
+    int polygons = geometry.getNumGeometries();
+    int rings = 0;
+    for (int p = 0; p < polygons; p++) {
+      rings += 1 + ((Polygon) geometry.getGeometryN(p)).getNumInteriorRing();
+    }
+    double[] xy = new double[2 * geometry.getNumPoints()];
+    int[] ringStarts = new int[rings + 1];
+    int[] polygonStarts = polygons == 1 ? SINGLE_POLYGON : new int[polygons + 1];
+    int ring = 0;
+    int vertex = 0;
+    for (int p = 0; p < polygons; p++) {
+      Polygon polygon = (Polygon) geometry.getGeometryN(p);
+      if (polygons > 1) {
+        polygonStarts[p] = ring;
+      }
+      for (int r = -1; r < polygon.getNumInteriorRing(); r++) {
+        LinearRing linearRing = r < 0 ? polygon.getExteriorRing() : polygon.getInteriorRingN(r);
+        ringStarts[ring++] = vertex;
+        for (Coordinate c : linearRing.getCoordinates()) {
+          xy[2 * vertex] = c.x;
+          xy[2 * vertex + 1] = c.y;
+          vertex++;
+        }
+      }
+    }
+    ringStarts[rings] = vertex;
+    if (polygons > 1) {
+      polygonStarts[polygons] = rings;
+    }
+    return new FenceGeometry(xy, ringStarts, polygonStarts);
+  }
+
+  /**
+   * Rebuilds a geometry from its flat arrays, as written by a snapshot codec. Checks the structure
+   * (offsets in bounds, rings closed with at least 4 vertices) so a corrupt snapshot fails here
+   * rather than answering queries wrongly.
+   *
+   * @throws IllegalArgumentException if the arrays do not describe closed rings
+   */
+  public static FenceGeometry fromArrays(double[] xy, int[] ringStarts, int[] polygonStarts) {
+    int rings = ringStarts.length - 1;
+    if (xy.length % 2 != 0 || rings < 1 || ringStarts[0] != 0 || ringStarts[rings] != xy.length / 2) {
+      throw new IllegalArgumentException("ring offsets do not cover the coordinate array");
+    }
+    if (polygonStarts.length < 2
+        || polygonStarts[0] != 0
+        || polygonStarts[polygonStarts.length - 1] != rings) {
+      throw new IllegalArgumentException("polygon offsets do not cover the rings");
+    }
+    for (int p = 1; p < polygonStarts.length; p++) {
+      if (polygonStarts[p] <= polygonStarts[p - 1]) {
+        throw new IllegalArgumentException("polygon " + (p - 1) + " has no shell");
+      }
+    }
+    for (int r = 0; r < rings; r++) {
+      int start = ringStarts[r];
+      int end = ringStarts[r + 1] - 1;
+      if (end - start < 3) {
+        throw new IllegalArgumentException("ring " + r + " has fewer than 4 vertices");
+      }
+      if (xy[2 * start] != xy[2 * end] || xy[2 * start + 1] != xy[2 * end + 1]) {
+        throw new IllegalArgumentException("ring " + r + " is not closed");
+      }
+    }
+    int[] polygonOffsets =
+        Arrays.equals(polygonStarts, SINGLE_POLYGON) ? SINGLE_POLYGON : polygonStarts.clone();
+    return new FenceGeometry(xy.clone(), ringStarts.clone(), polygonOffsets);
+  }
+
+  /** Returns a JTS geometry equal to this one: a Polygon, or a MultiPolygon for several parts. */
+  public Geometry toJts(GeometryFactory factory) {
+    Polygon[] polygons = new Polygon[polygonCount()];
+    for (int p = 0; p < polygons.length; p++) {
+      int firstRing = polygonStarts[p];
+      int holes = polygonStarts[p + 1] - firstRing - 1;
+      LinearRing[] holeRings = new LinearRing[holes];
+      for (int h = 0; h < holes; h++) {
+        holeRings[h] = ring(factory, firstRing + 1 + h);
+      }
+      polygons[p] = factory.createPolygon(ring(factory, firstRing), holeRings);
+    }
+    if (polygons.length == 1) {
+      return polygons[0];
+    }
+    return factory.createMultiPolygon(polygons);
+  }
+
+  private LinearRing ring(GeometryFactory factory, int r) {
+    Coordinate[] coordinates = new Coordinate[ringStarts[r + 1] - ringStarts[r]];
+    for (int i = 0; i < coordinates.length; i++) {
+      int v = ringStarts[r] + i;
+      coordinates[i] = new Coordinate(xy[2 * v], xy[2 * v + 1]);
+    }
+    return factory.createLinearRing(coordinates);
+  }
+
+  /** Whether the point lies inside or on the boundary of this fence (PostGIS {@code ST_Covers}). */
+  public boolean covers(double x, double y) {
+    return PointInFence.covers(this, x, y);
+  }
+
+  public double minX() {
+    return minX;
+  }
+
+  public double minY() {
+    return minY;
+  }
+
+  public double maxX() {
+    return maxX;
+  }
+
+  public double maxY() {
+    return maxY;
+  }
+
+  /** Number of stored vertices, each ring's closing vertex included (as JTS counts them). */
+  public int vertexCount() {
+    return xy.length / 2;
+  }
+
+  public int ringCount() {
+    return ringStarts.length - 1;
+  }
+
+  public int polygonCount() {
+    return polygonStarts.length - 1;
+  }
+
+  /** Copy of the interleaved coordinates. */
+  public double[] coordinates() {
+    return xy.clone();
+  }
+
+  /** Copy of the ring offsets (in vertices; one more entry than rings). */
+  public int[] ringStarts() {
+    return ringStarts.clone();
+  }
+
+  /** Copy of the polygon offsets (in rings; one more entry than polygons). */
+  public int[] polygonStarts() {
+    return polygonStarts.clone();
+  }
+
+  // Package-private views for the kernel, which must not copy on the hot path.
+  double[] xy() {
+    return xy;
+  }
+
+  int[] rings() {
+    return ringStarts;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    if (this == o) {
+      return true;
+    }
+    if (!(o instanceof FenceGeometry)) {
+      return false;
+    }
+    FenceGeometry that = (FenceGeometry) o;
+    return Arrays.equals(xy, that.xy)
+        && Arrays.equals(ringStarts, that.ringStarts)
+        && Arrays.equals(polygonStarts, that.polygonStarts);
+  }
+
+  @Override
+  public int hashCode() {
+    return 31 * Arrays.hashCode(xy) + Arrays.hashCode(ringStarts);
+  }
+
+  @Override
+  public String toString() {
+    return "FenceGeometry{polygons="
+        + polygonCount()
+        + ", rings="
+        + ringCount()
+        + ", vertices="
+        + vertexCount()
+        + ", envelope=["
+        + minX
+        + " "
+        + minY
+        + ", "
+        + maxX
+        + " "
+        + maxY
+        + "]}";
+  }
+}

@@ -1,0 +1,265 @@
+package dev.geofence.state.edit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.index.FenceIndex;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+class FenceSetTest {
+
+  private static final int FENCES = 60;
+  private static FenceGeometry[] shapes;
+
+  @BeforeAll
+  static void shapes() throws Exception {
+    FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
+    shapes = new FenceGeometry[8];
+    for (int i = 0; i < shapes.length; i++) {
+      shapes[i] = reader.readWkt("POLYGON ((0 0, " + (i + 1) + " 0, 0 " + (i + 1) + ", 0 0))").geometry();
+    }
+  }
+
+  // ---- single-edit outcomes -------------------------------------------------------------------
+
+  @Test
+  void outcomesFollowTheStoredSeq() {
+    FenceSet set = new FenceSet(new FenceIndex());
+    assertThat(set.apply(upsert("a", 1, 0))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.apply(upsert("a", 1, 0))).isEqualTo(EditOutcome.DUPLICATE);
+    assertThat(set.apply(upsert("a", 2, 1))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.apply(upsert("a", 1, 0))).isEqualTo(EditOutcome.STALE);
+    assertThat(set.apply(upsert("a", 4, 2))).isEqualTo(EditOutcome.GAP);
+    assertThat(set.index().get("a")).as("a gap still applies the full state").isEqualTo(shapes[2]);
+    assertThat(set.apply(upsert("b", 3, 0))).as("a stream edit of an unseen fence must start at 1").isEqualTo(EditOutcome.GAP);
+    assertThat(set.apply(FenceEdit.upsert("c", 7, shapes[0], null, EditOrigin.SNAPSHOT, 0, 0)))
+        .as("a snapshot read carries the whole state")
+        .isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.appliedCount()).isEqualTo(3);
+    assertThat(set.duplicateCount()).isEqualTo(1);
+    assertThat(set.staleCount()).isEqualTo(1);
+    assertThat(set.gapCount()).isEqualTo(2);
+  }
+
+  @Test
+  void tombstoneStopsALateUpsertFromResurrectingAFence() {
+    FenceSet set = new FenceSet(new FenceIndex());
+    set.apply(upsert("a", 1, 0));
+    assertThat(set.apply(delete("a", 2))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.apply(upsert("a", 1, 0))).isEqualTo(EditOutcome.STALE);
+    assertThat(set.isLive("a")).isFalse();
+    assertThat(set.index().get("a")).isNull();
+    assertThat(set.checksum().count()).isZero();
+    assertThat(set.checksum().checksum()).isZero();
+    // Re-creating continues from the tombstone's seq.
+    assertThat(set.apply(upsert("a", 3, 4))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.index().get("a")).isEqualTo(shapes[4]);
+    assertThat(set.seqOf("a")).isEqualTo(3);
+  }
+
+  @Test
+  void refusedUpsertAdvancesTheSeqAndKeepsThePreviousGeometry() {
+    FenceSet set = new FenceSet(new FenceIndex());
+    set.apply(upsert("a", 1, 3));
+    assertThat(set.apply(FenceEdit.refusedUpsert("a", 2, null, EditOrigin.STREAM, 20, 0))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.index().get("a")).isEqualTo(shapes[3]);
+    assertThat(set.apply(upsert("a", 3, 5))).as("no gap after the refused edit").isEqualTo(EditOutcome.APPLIED);
+    // A fence created with a refused geometry exists at the source and counts, but is not indexed.
+    set.apply(FenceEdit.refusedUpsert("b", 1, null, EditOrigin.STREAM, 40, 0));
+    assertThat(set.isLive("b")).isTrue();
+    assertThat(set.index().get("b")).isNull();
+    assertThat(set.checksum().count()).isEqualTo(2);
+  }
+
+  @Test
+  void coalescingKeepsTheLatestButStillSeesGapsInsideTheBatch() {
+    FenceSet set = new FenceSet(new FenceIndex());
+    set.apply(upsert("a", 1, 0));
+    List<CoalescedEdit> batch =
+        EditCoalescer.coalesce(List.of(upsert("a", 2, 1), upsert("b", 1, 0), upsert("a", 3, 2), upsert("a", 2, 1)));
+    assertThat(batch).hasSize(2);
+    assertThat(batch.get(0).latest().seq()).isEqualTo(3);
+    assertThat(batch.get(0).coalescedAway()).isEqualTo(2);
+    assertThat(set.apply(batch.get(0))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.apply(batch.get(1))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.coalescedAwayCount()).isEqualTo(2);
+    assertThat(set.index().get("a")).isEqualTo(shapes[2]);
+
+    CoalescedEdit holed = EditCoalescer.coalesce(List.of(upsert("a", 4, 0), upsert("a", 6, 1))).get(0);
+    assertThat(set.apply(holed)).as("seq 5 is missing between 4 and 6").isEqualTo(EditOutcome.GAP);
+  }
+
+  // ---- properties over generated histories ----------------------------------------------------
+
+  @Test
+  void anyRedeliveryDuplicationOrInterleavingGivesTheSameState() {
+    SplittableRandom random = new SplittableRandom(42);
+    for (int trial = 0; trial < 200; trial++) {
+      List<List<FenceEdit>> histories = histories(random);
+      FenceSet once = new FenceSet(new FenceIndex());
+      for (FenceEdit edit : interleave(histories, random)) {
+        assertThat(once.apply(edit)).isEqualTo(EditOutcome.APPLIED);
+      }
+      FenceSet messy = new FenceSet(new FenceIndex(2, 1, 0));
+      List<FenceEdit> stream = redeliver(interleave(histories, random), random);
+      if (trial % 2 == 0) {
+        stream.forEach(messy::apply);
+      } else {
+        for (List<FenceEdit> batch : batches(stream, random)) {
+          EditCoalescer.coalesce(batch).forEach(messy::apply);
+        }
+      }
+      assertThat(messy.gapCount()).as("trial %d", trial).isZero();
+      assertSameState(messy, once);
+      assertThat(messy.duplicateCount() + messy.staleCount() + messy.coalescedAwayCount())
+          .as("every redelivered edit is counted")
+          .isEqualTo(stream.size() - messy.appliedCount());
+    }
+  }
+
+  @Test
+  void aDroppedEditIsAGapOrAChecksumMismatch() {
+    SplittableRandom random = new SplittableRandom(7);
+    int gapsSeen = 0;
+    int mismatchesSeen = 0;
+    for (int trial = 0; trial < 300; trial++) {
+      List<List<FenceEdit>> histories = histories(random);
+      List<FenceEdit> stream = interleave(histories, random);
+      FenceSet complete = new FenceSet(new FenceIndex());
+      stream.forEach(complete::apply);
+
+      FenceEdit dropped = stream.remove(random.nextInt(stream.size()));
+      List<FenceEdit> history = histories.stream().filter(h -> h.contains(dropped)).findFirst().orElseThrow();
+      boolean laterEditOfSameFence = history.indexOf(dropped) < history.size() - 1;
+      FenceSet lossy = new FenceSet(new FenceIndex());
+      if (trial % 2 == 0) {
+        stream.forEach(lossy::apply);
+      } else {
+        for (List<FenceEdit> batch : batches(stream, random)) {
+          EditCoalescer.coalesce(batch).forEach(lossy::apply);
+        }
+      }
+      if (laterEditOfSameFence) {
+        assertThat(lossy.gapCount()).as("dropping %s is seen as a gap", dropped).isEqualTo(1);
+        gapsSeen++;
+      } else {
+        // The fence's last edit is gone: no seq can show it, the fingerprint against the source must.
+        assertThat(lossy.gapCount()).isZero();
+        assertThat(lossy.checksum().matches(complete.checksum().count(), complete.checksum().checksum()))
+            .as("dropping the last edit %s changes count or checksum", dropped)
+            .isFalse();
+        mismatchesSeen++;
+      }
+    }
+    assertThat(gapsSeen).isGreaterThan(50);
+    assertThat(mismatchesSeen).isGreaterThan(20);
+  }
+
+  // ---- generators ------------------------------------------------------------------------------
+
+  /** Per fence, its edits in seq order: creates, reshapes, deletes, re-creates and refusals. */
+  private static List<List<FenceEdit>> histories(SplittableRandom random) {
+    List<List<FenceEdit>> histories = new ArrayList<>();
+    long lsn = 0;
+    for (int f = 0; f < FENCES; f++) {
+      String id = "fence-" + f;
+      List<FenceEdit> edits = new ArrayList<>();
+      boolean live = false;
+      int length = 1 + random.nextInt(6);
+      for (long seq = 1; seq <= length; seq++) {
+        lsn += 1 + random.nextInt(100);
+        int dice = random.nextInt(10);
+        if (live && dice < 3) {
+          edits.add(FenceEdit.delete(id, seq, EditOrigin.STREAM, lsn, lsn));
+          live = false;
+        } else if (dice == 3) {
+          edits.add(FenceEdit.refusedUpsert(id, seq, null, EditOrigin.STREAM, lsn, lsn));
+          live = true;
+        } else {
+          String tenant = random.nextBoolean() ? null : "t" + random.nextInt(3);
+          edits.add(FenceEdit.upsert(id, seq, shapes[random.nextInt(shapes.length)], tenant, EditOrigin.STREAM, lsn, lsn));
+          live = true;
+        }
+      }
+      histories.add(edits);
+    }
+    return histories;
+  }
+
+  /** A random merge of the histories that keeps each fence's own order. */
+  private static List<FenceEdit> interleave(List<List<FenceEdit>> histories, SplittableRandom random) {
+    List<Deque<FenceEdit>> queues = new ArrayList<>();
+    histories.forEach(h -> queues.add(new ArrayDeque<>(h)));
+    List<FenceEdit> stream = new ArrayList<>();
+    while (!queues.isEmpty()) {
+      int q = random.nextInt(queues.size());
+      stream.add(queues.get(q).poll());
+      if (queues.get(q).isEmpty()) {
+        queues.remove(q);
+      }
+    }
+    return stream;
+  }
+
+  /**
+   * The stream as an at-least-once source may deliver it: edits repeated at once, earlier edits
+   * delivered again later, and whole stretches replayed from an earlier position.
+   */
+  private static List<FenceEdit> redeliver(List<FenceEdit> stream, SplittableRandom random) {
+    List<FenceEdit> out = new ArrayList<>();
+    for (int i = 0; i < stream.size(); i++) {
+      out.add(stream.get(i));
+      int dice = random.nextInt(10);
+      if (dice == 0) {
+        out.add(stream.get(i));
+      } else if (dice == 1) {
+        out.add(stream.get(random.nextInt(i + 1)));
+      } else if (dice == 2) {
+        int from = random.nextInt(i + 1);
+        out.addAll(stream.subList(from, i + 1));
+      }
+    }
+    return out;
+  }
+
+  private static List<List<FenceEdit>> batches(List<FenceEdit> stream, SplittableRandom random) {
+    List<List<FenceEdit>> batches = new ArrayList<>();
+    for (int i = 0; i < stream.size(); ) {
+      int size = 1 + random.nextInt(40);
+      batches.add(stream.subList(i, Math.min(stream.size(), i + size)));
+      i += size;
+    }
+    return batches;
+  }
+
+  private static void assertSameState(FenceSet actual, FenceSet expected) {
+    for (int f = 0; f < FENCES; f++) {
+      String id = "fence-" + f;
+      assertThat(actual.seqOf(id)).as(id).isEqualTo(expected.seqOf(id));
+      assertThat(actual.isLive(id)).as(id).isEqualTo(expected.isLive(id));
+      assertThat(actual.index().get(id)).as(id).isEqualTo(expected.index().get(id));
+      for (String tenant : new String[] {null, "t0", "t1", "t2"}) {
+        assertThat(actual.index().covering(0.1, 0.1, tenant)).containsExactlyInAnyOrderElementsOf(expected.index().covering(0.1, 0.1, tenant));
+      }
+    }
+    assertThat(actual.index().size()).isEqualTo(expected.index().size());
+    assertThat(actual.checksum().count()).isEqualTo(expected.checksum().count());
+    assertThat(actual.checksum().checksum()).isEqualTo(expected.checksum().checksum());
+  }
+
+  private static FenceEdit upsert(String id, long seq, int shape) {
+    return FenceEdit.upsert(id, seq, shapes[shape], null, EditOrigin.STREAM, seq * 10, seq);
+  }
+
+  private static FenceEdit delete(String id, long seq) {
+    return FenceEdit.delete(id, seq, EditOrigin.STREAM, seq * 10, seq);
+  }
+}
