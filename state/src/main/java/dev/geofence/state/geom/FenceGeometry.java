@@ -33,6 +33,15 @@ public final class FenceGeometry {
   private final double minY;
   private final double maxX;
   private final double maxY;
+  /**
+   * The {@link CoverageGrid}, built on the first query that reaches this fence (most fences of a
+   * restored index may never be asked, and bulk loads should not pay for them), or {@link
+   * #NO_GRID} when the fence is too small to gain from one. A racing first query may build it
+   * twice; both builds are equal, and a partly visible grid only sends points to the kernel.
+   */
+  private long[] grid;
+
+  private static final long[] NO_GRID = new long[0];
 
   private FenceGeometry(double[] xy, int[] ringStarts, int[] polygonStarts) {
     this.xy = xy;
@@ -52,6 +61,7 @@ public final class FenceGeometry {
     this.minY = y0;
     this.maxX = x1;
     this.maxY = y1;
+    this.grid = vertexCount() < CoverageGrid.MIN_VERTICES ? NO_GRID : null;
   }
 
   /**
@@ -211,6 +221,16 @@ public final class FenceGeometry {
 
   int[] rings() {
     return ringStarts;
+  }
+
+  /** The coverage grid, built on first use; null when there is none. */
+  long[] grid() {
+    long[] g = grid;
+    if (g == null) {
+      g = CoverageGrid.build(this);
+      grid = g == null ? NO_GRID : g;
+    }
+    return g == NO_GRID ? null : g;
   }
 
   @Override

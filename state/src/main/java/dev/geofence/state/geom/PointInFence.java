@@ -14,6 +14,9 @@ import org.locationtech.jts.algorithm.CGAlgorithmsDD;
  * floating-point filter falling back to double-double arithmetic, so the answer is exact for the
  * stored coordinates: a point on an edge or vertex is reported as covered, never lost to rounding.
  *
+ * <p>The envelope is tested first, then the fence's {@link CoverageGrid}, which answers most
+ * points without touching the coordinates.
+ *
  * <p>Odd parity over all rings at once is correct for valid geometry, where holes lie inside their
  * shell and the parts of a MultiPolygon do not overlap; {@link FenceGeometryReader} guarantees that
  * before a {@link FenceGeometry} exists. Stateless and thread-safe.
@@ -26,6 +29,18 @@ final class PointInFence {
     if (px < fence.minX() || px > fence.maxX() || py < fence.minY() || py > fence.maxY()) {
       return false;
     }
+    long[] grid = fence.grid();
+    if (grid != null) {
+      long mark = CoverageGrid.lookup(grid, fence, px, py);
+      if (mark != 0) {
+        return mark == CoverageGrid.INSIDE;
+      }
+    }
+    return coversExactly(fence, px, py);
+  }
+
+  /** The ray-crossing test alone, over every segment; the point must be inside the envelope. */
+  static boolean coversExactly(FenceGeometry fence, double px, double py) {
     double[] xy = fence.xy();
     int[] ringStarts = fence.rings();
     int crossings = 0;

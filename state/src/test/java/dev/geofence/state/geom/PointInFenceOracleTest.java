@@ -33,6 +33,7 @@ class PointInFenceOracleTest {
     int pairs = 0;
     int covered = 0;
     int repaired = 0;
+    int gridDecided = 0;
     while (pairs < 120_000) {
       for (Shapes.Kind kind : Shapes.Kind.values()) {
         double cx = -170 + shapes.random().nextDouble() * 340;
@@ -50,11 +51,19 @@ class PointInFenceOracleTest {
         // Through the reader, as fences arrive: WKB in, flat arrays out.
         FenceGeometry fence = reader.readWkb(new WKBWriter().write(shape)).geometry();
         PreparedGeometry oracle = PreparedGeometryFactory.prepare(shape);
+        // The grid is built here for every fence, however small, so every kind exercises it.
+        long[] grid = CoverageGrid.build(fence);
         for (Coordinate p : shapes.probes(shape, 6)) {
           boolean expected = oracle.covers(factory.createPoint(p));
           boolean actual = fence.covers(p.x, p.y);
-          if (expected != actual && differences.size() < 20) {
-            differences.add(kind + " " + shape + " POINT (" + p.x + " " + p.y + ") expected " + expected);
+          boolean inEnvelope = p.x >= fence.minX() && p.x <= fence.maxX() && p.y >= fence.minY() && p.y <= fence.maxY();
+          boolean exact = inEnvelope && PointInFence.coversExactly(fence, p.x, p.y);
+          long mark = grid != null && inEnvelope ? CoverageGrid.lookup(grid, fence, p.x, p.y) : 0;
+          gridDecided += mark != 0 ? 1 : 0;
+          if ((expected != actual || expected != exact || (mark != 0 && expected != (mark == CoverageGrid.INSIDE)))
+              && differences.size() < 20) {
+            differences.add(kind + " " + shape + " POINT (" + p.x + " " + p.y + ") expected " + expected
+                + ", covers " + actual + ", exact " + exact + ", grid " + mark);
           }
           covered += expected ? 1 : 0;
           pairs++;
@@ -67,5 +76,6 @@ class PointInFenceOracleTest {
     assertThat(covered).isBetween(pairs / 5, pairs * 4 / 5);
     assertThat(pairsByKind.values()).allMatch(n -> n >= 5_000);
     assertThat(repaired).isLessThan(pairs / 100);
+    assertThat(gridDecided).as("points the coverage grid answered alone").isGreaterThan(pairs / 4);
   }
 }

@@ -30,12 +30,20 @@ class PackedHilbertRTreeTest {
         List<Integer> found = new ArrayList<>();
         tree.search(x, y, x + w, y + h, found::add);
         List<Integer> expected = new ArrayList<>();
+        List<Integer> allowed = new ArrayList<>();
         for (int i = 0; i < count; i++) {
           if (bounds[4 * i] <= x + w && bounds[4 * i + 1] <= y + h && bounds[4 * i + 2] >= x && bounds[4 * i + 3] >= y) {
             expected.add(i);
           }
+          // Float boxes may add an item that misses by less than a float's rounding.
+          double slack = 2 * Math.ulp(200f);
+          if (bounds[4 * i] <= x + w + slack && bounds[4 * i + 1] <= y + h + slack
+              && bounds[4 * i + 2] >= x - slack && bounds[4 * i + 3] >= y - slack) {
+            allowed.add(i);
+          }
         }
-        assertThat(found).containsExactlyInAnyOrderElementsOf(expected);
+        assertThat(found).doesNotHaveDuplicates().containsAll(expected);
+        assertThat(allowed).containsAll(found);
       }
     }
   }
