@@ -1,0 +1,60 @@
+package dev.geofence.connectors.source;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+
+/**
+ * Applies the source-of-truth migration shipped under {@code docker/sql/source/}: the {@code
+ * fences} table in one of its two column variants, then its versioning (per-fence seq, tombstones,
+ * {@code fence_stats}). Every file is idempotent, so applying it to a database that has it is
+ * harmless. Used by the tests and the demo; users apply the same files with psql.
+ */
+public final class SourceSchema {
+
+  /** How the fence geometry is stored. */
+  public enum GeometryColumn {
+    /** PostGIS {@code geometry(Geometry, 4326)}; needs the PostGIS extension. */
+    POSTGIS("sql/source/fences-postgis.sql"),
+    /** WKB in {@code bytea}, for PostgreSQL without PostGIS. */
+    WKB("sql/source/fences-wkb.sql");
+
+    private final String resource;
+
+    GeometryColumn(String resource) {
+      this.resource = resource;
+    }
+  }
+
+  private static final String VERSIONING = "sql/source/fence-versioning.sql";
+
+  private SourceSchema() {}
+
+  public static void apply(Connection connection, GeometryColumn column) throws SQLException {
+    execute(connection, column.resource);
+    execute(connection, VERSIONING);
+  }
+
+  private static void execute(Connection connection, String resource) throws SQLException {
+    try (Statement statement = connection.createStatement()) {
+      statement.execute(read(resource));
+    } catch (SQLException e) {
+      throw new SQLException("applying " + resource + " failed: " + e.getMessage(), e.getSQLState(), e);
+    }
+  }
+
+  private static String read(String resource) {
+    try (InputStream in = SourceSchema.class.getClassLoader().getResourceAsStream(resource)) {
+      if (in == null) {
+        throw new IllegalStateException(resource + " is missing from the class path");
+      }
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

@@ -1,0 +1,111 @@
+-- Per-fence versions, tombstones and the fence_stats fingerprint (DESIGN.md section 3).
+-- Apply after fences-postgis.sql or fences-wkb.sql. Needs PostgreSQL 14+ (bit_xor).
+--
+-- seq is a contiguous version per fence: an insert takes 1, or its tombstone's seq + 1 when the id
+-- was deleted before; an update takes old.seq + 1; a delete is version old.seq + 1, recorded in
+-- fence_tombstones. A jump in a fence's seq in the change stream therefore proves a lost edit.
+-- (The change stream carries a delete's old row, so a reader gives the delete seq = old.seq + 1.)
+--
+-- fence_stats holds, in the same transaction as every edit, the live fence count and the XOR over
+-- live fences of fence_hash(id, seq). Statement-level triggers with transition tables keep it at
+-- one update per statement, so a bulk load of a million fences updates it once.
+--
+-- Tables with other names: copy this file and rename fences, id and seq throughout.
+
+CREATE TABLE IF NOT EXISTS fence_tombstones (
+    id          text PRIMARY KEY,
+    seq         bigint NOT NULL,
+    deleted_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS fence_stats (
+    singleton    boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    fence_count  bigint NOT NULL,
+    checksum     bigint NOT NULL,
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE fence_stats REPLICA IDENTITY FULL;
+
+-- h(id, seq): the first 8 bytes of md5(id || ':' || seq) as a signed big-endian bigint.
+CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ('x' || substr(md5(id || ':' || seq::text), 1, 16))::bit(64)::bigint $$;
+
+-- Counts whatever is already in the table, so the file can be applied to a loaded table too.
+INSERT INTO fence_stats (fence_count, checksum)
+SELECT count(*), coalesce(bit_xor(fence_hash(id, seq)), 0) FROM fences
+ON CONFLICT (singleton) DO NOTHING;
+
+CREATE OR REPLACE FUNCTION fences_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        NEW.seq := coalesce((SELECT t.seq FROM fence_tombstones t WHERE t.id = NEW.id), 0) + 1;
+    ELSE
+        IF NEW.id IS DISTINCT FROM OLD.id THEN
+            RAISE EXCEPTION 'fence id % cannot change to %: delete it and insert the new id', OLD.id, NEW.id;
+        END IF;
+        NEW.seq := OLD.seq + 1;
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION fences_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM fence_tombstones t USING new_rows n WHERE t.id = n.id;
+    UPDATE fence_stats SET
+        fence_count = fence_count + (SELECT count(*) FROM new_rows),
+        checksum = checksum # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM new_rows), 0),
+        updated_at = now();
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION fences_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE fence_stats SET
+        checksum = checksum
+            # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM old_rows), 0)
+            # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM new_rows), 0),
+        updated_at = now();
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION fences_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO fence_tombstones (id, seq)
+    SELECT id, seq + 1 FROM old_rows
+    ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, deleted_at = now();
+    UPDATE fence_stats SET
+        fence_count = fence_count - (SELECT count(*) FROM old_rows),
+        checksum = checksum # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM old_rows), 0),
+        updated_at = now();
+    RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS fences_version ON fences;
+CREATE TRIGGER fences_version BEFORE INSERT OR UPDATE ON fences
+    FOR EACH ROW EXECUTE FUNCTION fences_version();
+
+DROP TRIGGER IF EXISTS fences_inserted ON fences;
+CREATE TRIGGER fences_inserted AFTER INSERT ON fences
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fences_inserted();
+
+DROP TRIGGER IF EXISTS fences_updated ON fences;
+CREATE TRIGGER fences_updated AFTER UPDATE ON fences
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fences_updated();
+
+DROP TRIGGER IF EXISTS fences_deleted ON fences;
+CREATE TRIGGER fences_deleted AFTER DELETE ON fences
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fences_deleted();
+
+-- Truncation would bypass the row triggers and leave fence_stats wrong: refuse it.
+CREATE OR REPLACE FUNCTION fences_no_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'TRUNCATE fences would bypass its versioning; use DELETE FROM fences';
+END $$;
+DROP TRIGGER IF EXISTS fences_no_truncate ON fences;
+CREATE TRIGGER fences_no_truncate BEFORE TRUNCATE ON fences
+    FOR EACH STATEMENT EXECUTE FUNCTION fences_no_truncate();

@@ -1,0 +1,19 @@
+-- Source of truth for fences, PostGIS variant (DESIGN.md section 3).
+-- Apply this file, then fence-versioning.sql, to the fence database.
+CREATE EXTENSION IF NOT EXISTS postgis;
+
+CREATE TABLE IF NOT EXISTS fences (
+    id          text PRIMARY KEY,
+    -- Kept by the trigger in fence-versioning.sql; whatever a client writes here is replaced.
+    seq         bigint NOT NULL DEFAULT 1,
+    -- Polygon or MultiPolygon, longitude/latitude. No validity constraint on purpose: the job
+    -- repairs or dead-letters bad shapes with a reason, so none goes missing silently.
+    geom        geometry(Geometry, 4326) NOT NULL,
+    tenant      text,
+    name        text,
+    properties  jsonb,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Deletes must carry the whole old row through logical replication.
+ALTER TABLE fences REPLICA IDENTITY FULL;
