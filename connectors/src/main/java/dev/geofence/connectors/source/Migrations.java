@@ -9,14 +9,13 @@ import java.sql.SQLException;
 import java.sql.Statement;
 
 /**
- * Applies the source-of-truth migration shipped under {@code docker/sql/source/}: the {@code
- * fences} table in one of its two column variants, then its versioning (per-fence seq, tombstones,
- * {@code fence_stats}). Every file is idempotent, so applying it to a database that has it is
- * harmless. Used by the tests and the demo; users apply the same files with psql.
+ * Applies the SQL migrations shipped under {@code docker/sql/} (packaged from there: one copy).
+ * Every file is idempotent, so applying it to a database that has it is harmless. Used by the tests
+ * and the demo; users apply the same files with psql.
  */
-public final class SourceSchema {
+public final class Migrations {
 
-  /** How the fence geometry is stored. */
+  /** How the fence geometry is stored at the source. */
   public enum GeometryColumn {
     /** PostGIS {@code geometry(Geometry, 4326)}; needs the PostGIS extension. */
     POSTGIS("sql/source/fences-postgis.sql"),
@@ -31,12 +30,19 @@ public final class SourceSchema {
   }
 
   private static final String VERSIONING = "sql/source/fence-versioning.sql";
+  private static final String OUTPUTS = "sql/sink/geofence-outputs.sql";
 
-  private SourceSchema() {}
+  private Migrations() {}
 
-  public static void apply(Connection connection, GeometryColumn column) throws SQLException {
+  /** The {@code fences} table in the given variant, then its versioning and {@code fence_stats}. */
+  public static void applySource(Connection connection, GeometryColumn column) throws SQLException {
     execute(connection, column.resource);
     execute(connection, VERSIONING);
+  }
+
+  /** The job's output tables: triggers, presence, dead letters. */
+  public static void applyOutputs(Connection connection) throws SQLException {
+    execute(connection, OUTPUTS);
   }
 
   private static void execute(Connection connection, String resource) throws SQLException {
@@ -48,7 +54,7 @@ public final class SourceSchema {
   }
 
   private static String read(String resource) {
-    try (InputStream in = SourceSchema.class.getClassLoader().getResourceAsStream(resource)) {
+    try (InputStream in = Migrations.class.getClassLoader().getResourceAsStream(resource)) {
       if (in == null) {
         throw new IllegalStateException(resource + " is missing from the class path");
       }

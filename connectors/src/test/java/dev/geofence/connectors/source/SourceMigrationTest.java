@@ -3,7 +3,7 @@ package dev.geofence.connectors.source;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.geofence.connectors.source.SourceSchema.GeometryColumn;
+import dev.geofence.connectors.source.Migrations.GeometryColumn;
 import dev.geofence.state.checksum.FenceChecksum;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
  * The source-of-truth migration on a real PostgreSQL: the seq, tombstone and fence_stats contract
  * of DESIGN section 3 against a model of it kept in Java, over random multi-row edits.
  */
-class SourceSchemaTest {
+class SourceMigrationTest {
 
   /** WKB of POLYGON ((0 0, 1 0, 1 1, 0 0)); the triggers never look at the geometry. */
   private static final String WKB =
@@ -52,13 +52,13 @@ class SourceSchemaTest {
     try (Statement s = connection.createStatement()) {
       s.execute("DROP TABLE IF EXISTS fences, fence_tombstones, fence_stats CASCADE");
     }
-    SourceSchema.apply(connection, GeometryColumn.WKB);
+    Migrations.applySource(connection, GeometryColumn.WKB);
   }
 
   @Test
   void applyingTwiceChangesNothing() throws Exception {
     exec("INSERT INTO fences (id, geom) VALUES ('a', '" + WKB + "')");
-    SourceSchema.apply(connection, GeometryColumn.WKB);
+    Migrations.applySource(connection, GeometryColumn.WKB);
     assertThat(stats()).containsExactly(1L, FenceChecksum.hash("a", 1));
     assertThat(queryLong("SELECT fence_hash('fence-1', 1)")).isEqualTo(-9123025917352333894L);
   }

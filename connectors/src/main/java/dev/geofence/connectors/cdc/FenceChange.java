@@ -1,0 +1,61 @@
+package dev.geofence.connectors.cdc;
+
+/**
+ * One record of the fence change stream, as the CDC source's deserializer reads it: a fence edit
+ * with its geometry still encoded (decoding is left to the keyed operator, which runs in parallel),
+ * a new {@code fence_stats} row, or a heartbeat that only advances the stream's time. A Flink POJO.
+ */
+public class FenceChange {
+
+  /** What a change record carries. */
+  public enum Kind {
+    /** An insert, update or delete of a fence (or its snapshot read). */
+    FENCE,
+    /** The source's {@code fence_stats} row after a transaction. */
+    STATS,
+    /** Progress only: the stream has reached {@link #commitTime}. */
+    HEARTBEAT
+  }
+
+  public Kind kind;
+  public String fenceId;
+  /** The edit's seq; for a delete, the old row's seq + 1 (the migration's tombstone version). */
+  public long seq;
+  public boolean delete;
+  /** EWKB/WKB bytes (PostGIS geometry or bytea column), or null when the column is text. */
+  public byte[] geometryBytes;
+  /** WKT/EWKT or GeoJSON text, or null when the column is binary. */
+  public String geometryText;
+  public String tenant;
+  /** For {@link Kind#STATS}: the live fence count and checksum. */
+  public long fenceCount;
+  public long checksum;
+  /** The change's LSN; 0 for snapshot reads, which have none. */
+  public long lsn;
+  /** Commit time at the source, epoch millis; 0 for snapshot reads. */
+  public long commitTime;
+  /** Read by the initial snapshot rather than from the replication stream. */
+  public boolean snapshot;
+
+  public FenceChange() {}
+
+  static FenceChange heartbeat(long commitTime, long lsn) {
+    FenceChange change = new FenceChange();
+    change.kind = Kind.HEARTBEAT;
+    change.commitTime = commitTime;
+    change.lsn = lsn;
+    return change;
+  }
+
+  @Override
+  public String toString() {
+    switch (kind) {
+      case STATS:
+        return "STATS{count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
+      case HEARTBEAT:
+        return "HEARTBEAT{t=" + commitTime + ", lsn=" + lsn + "}";
+      default:
+        return (delete ? "DELETE " : "UPSERT ") + fenceId + "@" + seq + (snapshot ? " snapshot" : " lsn=" + lsn + " t=" + commitTime);
+    }
+  }
+}

@@ -1,0 +1,135 @@
+package dev.geofence.connectors.cdc;
+
+import java.nio.ByteBuffer;
+import java.util.Objects;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.cdc.debezium.DebeziumDeserializationSchema;
+import org.apache.flink.util.Collector;
+import org.apache.kafka.connect.data.Field;
+import org.apache.kafka.connect.data.Struct;
+import org.apache.kafka.connect.source.SourceRecord;
+
+/**
+ * Reads Debezium's Postgres change records for the fences table, the stats table and heartbeats
+ * into {@link FenceChange}s. The geometry is passed on still encoded: PostGIS {@code geometry}
+ * arrives as a struct holding EWKB, {@code bytea} as bytes, text as a string.
+ *
+ * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
+ * delete is version {@code old seq + 1}, as the migration's tombstone records it.
+ */
+public final class FenceChangeDeserializer implements DebeziumDeserializationSchema<FenceChange> {
+
+  private static final long serialVersionUID = 1L;
+  private static final String HEARTBEAT_TOPIC_PREFIX = "__debezium-heartbeat";
+
+  private final FenceTableColumns columns;
+
+  public FenceChangeDeserializer(FenceTableColumns columns) {
+    this.columns = Objects.requireNonNull(columns);
+  }
+
+  @Override
+  public void deserialize(SourceRecord record, Collector<FenceChange> out) {
+    if (record.topic() != null && record.topic().startsWith(HEARTBEAT_TOPIC_PREFIX)) {
+      Struct value = (Struct) record.value();
+      long ts = value == null || value.schema().field("ts_ms") == null ? 0 : value.getInt64("ts_ms");
+      out.collect(FenceChange.heartbeat(ts, lsnOf(record)));
+      return;
+    }
+    if (!(record.value() instanceof Struct)) {
+      return; // a tombstone message for compaction: carries nothing
+    }
+    Struct value = (Struct) record.value();
+    Struct source = value.getStruct("source");
+    String table = source.getString("table");
+    String op = value.getString("op");
+    boolean snapshot = "r".equals(op);
+    long lsn = snapshot ? 0 : optionalLong(source, "lsn");
+    long commitTime = snapshot ? 0 : optionalLong(source, "ts_ms");
+
+    if (columns.statsTable().equals(table)) {
+      Struct row = value.getStruct("after");
+      if (row == null) {
+        return;
+      }
+      FenceChange change = new FenceChange();
+      change.kind = FenceChange.Kind.STATS;
+      change.fenceCount = row.getInt64("fence_count");
+      change.checksum = row.getInt64("checksum");
+      change.lsn = lsn;
+      change.commitTime = commitTime;
+      change.snapshot = snapshot;
+      out.collect(change);
+      return;
+    }
+    if (!columns.fencesTable().equals(table)) {
+      return;
+    }
+    FenceChange change = new FenceChange();
+    change.kind = FenceChange.Kind.FENCE;
+    change.lsn = lsn;
+    change.commitTime = commitTime;
+    change.snapshot = snapshot;
+    if ("d".equals(op)) {
+      Struct before = value.getStruct("before");
+      change.delete = true;
+      change.fenceId = before.get(columns.id()).toString();
+      change.seq = ((Number) before.get(columns.seq())).longValue() + 1;
+    } else {
+      Struct after = value.getStruct("after");
+      change.fenceId = after.get(columns.id()).toString();
+      change.seq = ((Number) after.get(columns.seq())).longValue();
+      readGeometry(after, change);
+      if (columns.tenant() != null && after.schema().field(columns.tenant()) != null) {
+        Object tenant = after.get(columns.tenant());
+        change.tenant = tenant == null ? null : tenant.toString();
+      }
+    }
+    out.collect(change);
+  }
+
+  private void readGeometry(Struct row, FenceChange change) {
+    Field field = row.schema().field(columns.geometry());
+    if (field == null) {
+      throw new IllegalStateException(
+          "the fences table has no geometry column '" + columns.geometry() + "' (see --geometry-column)");
+    }
+    Object geometry = row.get(field);
+    if (geometry instanceof Struct) {
+      // io.debezium.data.geometry.Geometry: {wkb: EWKB bytes, srid}
+      change.geometryBytes = bytes(((Struct) geometry).get("wkb"));
+    } else if (geometry instanceof String) {
+      change.geometryText = (String) geometry;
+    } else if (geometry != null) {
+      change.geometryBytes = bytes(geometry);
+    }
+  }
+
+  private static byte[] bytes(Object value) {
+    if (value instanceof ByteBuffer) {
+      ByteBuffer buffer = ((ByteBuffer) value).duplicate();
+      byte[] bytes = new byte[buffer.remaining()];
+      buffer.get(bytes);
+      return bytes;
+    }
+    return (byte[]) value;
+  }
+
+  private static long optionalLong(Struct struct, String field) {
+    if (struct.schema().field(field) == null) {
+      return 0;
+    }
+    Object value = struct.get(field);
+    return value == null ? 0 : ((Number) value).longValue();
+  }
+
+  private static long lsnOf(SourceRecord record) {
+    Object lsn = record.sourceOffset() == null ? null : record.sourceOffset().get("lsn");
+    return lsn instanceof Number ? ((Number) lsn).longValue() : 0;
+  }
+
+  @Override
+  public TypeInformation<FenceChange> getProducedType() {
+    return TypeInformation.of(FenceChange.class);
+  }
+}

@@ -1,0 +1,154 @@
+package dev.geofence.connectors.cdc;
+
+import java.io.Serializable;
+import java.util.Objects;
+import java.util.regex.Pattern;
+
+/**
+ * Names of the source tables and of the fences table's columns, as configured. Every name is
+ * checked to be a plain SQL identifier, since some of them end up in SQL the job runs.
+ * Immutable and serializable.
+ */
+public final class FenceTableColumns implements Serializable {
+
+  private static final long serialVersionUID = 1L;
+  private static final Pattern IDENTIFIER = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+
+  private final String schema;
+  private final String fencesTable;
+  private final String statsTable;
+  private final String id;
+  private final String seq;
+  private final String geometry;
+  private final String tenant;
+
+  private FenceTableColumns(Builder b) {
+    this.schema = identifier("schema", b.schema);
+    this.fencesTable = identifier("fences table", b.fencesTable);
+    this.statsTable = identifier("stats table", b.statsTable);
+    this.id = identifier("id column", b.id);
+    this.seq = identifier("seq column", b.seq);
+    this.geometry = identifier("geometry column", b.geometry);
+    this.tenant = b.tenant == null ? null : identifier("tenant column", b.tenant);
+  }
+
+  static String identifier(String what, String name) {
+    Objects.requireNonNull(name, what);
+    if (!IDENTIFIER.matcher(name).matches()) {
+      throw new IllegalArgumentException(
+          "the " + what + " '" + name + "' is not a plain SQL identifier (letters, digits and _, at most 63)");
+    }
+    return name;
+  }
+
+  public static FenceTableColumns defaults() {
+    return builder().build();
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  public String schema() {
+    return schema;
+  }
+
+  public String fencesTable() {
+    return fencesTable;
+  }
+
+  public String statsTable() {
+    return statsTable;
+  }
+
+  public String id() {
+    return id;
+  }
+
+  public String seq() {
+    return seq;
+  }
+
+  public String geometry() {
+    return geometry;
+  }
+
+  /** The tenant column, or null when fences have no tenant. */
+  public String tenant() {
+    return tenant;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    if (!(o instanceof FenceTableColumns)) {
+      return false;
+    }
+    FenceTableColumns that = (FenceTableColumns) o;
+    return schema.equals(that.schema) && fencesTable.equals(that.fencesTable) && statsTable.equals(that.statsTable)
+        && id.equals(that.id) && seq.equals(that.seq) && geometry.equals(that.geometry)
+        && Objects.equals(tenant, that.tenant);
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(schema, fencesTable, statsTable, id, seq, geometry, tenant);
+  }
+
+  @Override
+  public String toString() {
+    return schema + "." + fencesTable + "(" + id + ", " + seq + ", " + geometry + ", " + tenant + "), " + schema + "." + statsTable;
+  }
+
+  /** Builder of {@link FenceTableColumns}; defaults match the shipped migration. */
+  public static final class Builder {
+    private String schema = "public";
+    private String fencesTable = "fences";
+    private String statsTable = "fence_stats";
+    private String id = "id";
+    private String seq = "seq";
+    private String geometry = "geom";
+    private String tenant = "tenant";
+
+    private Builder() {}
+
+    public Builder schema(String schema) {
+      this.schema = schema;
+      return this;
+    }
+
+    public Builder fencesTable(String fencesTable) {
+      this.fencesTable = fencesTable;
+      return this;
+    }
+
+    public Builder statsTable(String statsTable) {
+      this.statsTable = statsTable;
+      return this;
+    }
+
+    public Builder id(String id) {
+      this.id = id;
+      return this;
+    }
+
+    public Builder seq(String seq) {
+      this.seq = seq;
+      return this;
+    }
+
+    public Builder geometry(String geometry) {
+      this.geometry = geometry;
+      return this;
+    }
+
+    /** The tenant column; null when fences have none. */
+    public Builder tenant(String tenant) {
+      this.tenant = tenant;
+      return this;
+    }
+
+    public FenceTableColumns build() {
+      return new FenceTableColumns(this);
+    }
+  }
+}

@@ -1,0 +1,43 @@
+-- Output tables of the geofence job (DESIGN.md section 8). Idempotent; the job writes upserts on
+-- the keys below, so a replay after a restore rewrites rows rather than adding them.
+
+CREATE TABLE IF NOT EXISTS geofence_triggers (
+    trigger_id  uuid PRIMARY KEY,          -- derived from (object, fence, kind, event time, fence seq)
+    object_id   text NOT NULL,
+    fence_id    text NOT NULL,
+    kind        text NOT NULL CHECK (kind IN ('ENTER', 'EXIT')),
+    event_time  timestamptz NOT NULL,
+    lon         double precision,          -- null for an EXIT caused by a fence delete
+    lat         double precision,
+    fence_seq   bigint NOT NULL,
+    tenant      text,
+    emitted_at  timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS geofence_triggers_object_time ON geofence_triggers (object_id, event_time);
+CREATE INDEX IF NOT EXISTS geofence_triggers_fence_time ON geofence_triggers (fence_id, event_time);
+
+-- Who is inside which fence now: a row appears on ENTER and goes on EXIT.
+CREATE TABLE IF NOT EXISTS geofence_presence (
+    object_id   text NOT NULL,
+    fence_id    text NOT NULL,
+    entered_at  timestamptz NOT NULL,
+    fence_seq   bigint NOT NULL,
+    tenant      text,
+    PRIMARY KEY (object_id, fence_id)
+);
+CREATE INDEX IF NOT EXISTS geofence_presence_fence ON geofence_presence (fence_id);
+
+-- Input the job could not use as it was, with the reason. severity WARNING: used after repair.
+CREATE TABLE IF NOT EXISTS geofence_dead_letters (
+    letter_id   uuid PRIMARY KEY,          -- derived from the letter's content
+    source      text NOT NULL CHECK (source IN ('fence', 'location')),
+    key         text,
+    seq         bigint NOT NULL DEFAULT 0,
+    severity    text NOT NULL CHECK (severity IN ('ERROR', 'WARNING')),
+    reason      text NOT NULL,
+    detail      text NOT NULL,
+    payload     text,
+    event_time  timestamptz,
+    recorded_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS geofence_dead_letters_key ON geofence_dead_letters (source, key);

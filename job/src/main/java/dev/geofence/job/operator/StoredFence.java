@@ -1,0 +1,47 @@
+package dev.geofence.job.operator;
+
+import dev.geofence.state.edit.EditOrigin;
+import dev.geofence.state.edit.FenceEdit;
+import dev.geofence.state.geom.FenceGeometry;
+
+/**
+ * A fence's durable state in Flink keyed state: its stored version (live or tombstone), the
+ * geometry in force (null for a tombstone, or for a fence whose only versions were refused), its
+ * tenant, and where in the source's history it was last changed. The in-memory index is rebuilt
+ * from these on every restore. Serialized by {@link StoredFenceSerializer}, which versions its
+ * format.
+ */
+public final class StoredFence {
+
+  final long seq;
+  final boolean deleted;
+  final FenceGeometry geometry;
+  final String tenant;
+  final long commitLsn;
+  final long commitTime;
+
+  StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
+    this.seq = seq;
+    this.deleted = deleted;
+    this.geometry = geometry;
+    this.tenant = tenant;
+    this.commitLsn = commitLsn;
+    this.commitTime = commitTime;
+  }
+
+  /** The edit that, applied to an empty fence set, restores this version. */
+  FenceEdit asSnapshotEdit(String fenceId) {
+    if (deleted) {
+      return FenceEdit.delete(fenceId, seq, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+    }
+    if (geometry == null) {
+      return FenceEdit.refusedUpsert(fenceId, seq, tenant, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+    }
+    return FenceEdit.upsert(fenceId, seq, geometry, tenant, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+  }
+
+  @Override
+  public String toString() {
+    return "StoredFence{seq=" + seq + (deleted ? ", deleted" : "") + ", " + geometry + "}";
+  }
+}

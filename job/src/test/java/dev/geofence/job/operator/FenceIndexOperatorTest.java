@@ -1,0 +1,182 @@
+package dev.geofence.job.operator;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.model.DeadLetter;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.state.geom.GeometryReadOptions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
+import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
+import org.junit.jupiter.api.Test;
+import org.locationtech.jts.io.WKBWriter;
+import org.locationtech.jts.io.WKTReader;
+
+class FenceIndexOperatorTest {
+
+  private static final String SQUARE = "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0))";
+  private static final String FAR_SQUARE = "POLYGON ((20 20, 30 20, 30 30, 20 30, 20 20))";
+  private static final String BOW_TIE = "POLYGON ((0 0, 10 10, 10 0, 0 10, 0 0))";
+
+  @Test
+  void enterExitFollowTheFencesInForceAtEachLocationsTime() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      harness.processElement1(upsert("a", 1, SQUARE, true, 0), 0);
+      harness.processElement2(location("o1", 500, 5, 5), 500);
+      assertThat(triggers(harness)).as("nothing before the clock passes the location").isEmpty();
+      watermark(harness, 1000);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
+
+      // Reshaped away at 2000: a location at 1500 still sees the old shape, one at 2500 the new.
+      harness.processElement1(upsert("a", 2, FAR_SQUARE, false, 2000), 2000);
+      harness.processElement2(location("o1", 1500, 5, 5), 1500);
+      harness.processElement2(location("o1", 2500, 5, 5), 2500);
+      watermark(harness, 1800);
+      assertThat(triggers(harness)).hasSize(1);
+      watermark(harness, 3000);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500", "EXIT o1 a@2 t=2500");
+
+      // A delete is an EXIT at once, at the delete's commit time.
+      harness.processElement2(location("o2", 3100, 25, 25), 3100);
+      harness.processElement1(delete("a", 3, 3200), 3200);
+      watermark(harness, 4000);
+      assertThat(triggers(harness)).extracting(Object::toString)
+          .endsWith("ENTER o2 a@2 t=3100", "EXIT o2 a@3 t=3200");
+      assertThat(((FenceIndexOperator) harness.getOperator()).fences().isLive("a")).isFalse();
+    }
+  }
+
+  @Test
+  void tenantScopingAndBadGeometry() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      harness.processElement1(tenantUpsert("c", 1, SQUARE, "x"), 0);
+      harness.processElement1(rawUpsert("bad", 1, new byte[] {1, 3, 0}), 0);
+      harness.processElement1(upsert("tie", 1, BOW_TIE, true, 0), 0);
+      harness.processElement2(location("o1", 10, 5, 5, "y"), 10);
+      harness.processElement2(location("o2", 10, 5, 5, "x"), 10);
+      harness.processElement2(location("o3", 10, 1, 5, null), 10);
+      watermark(harness, 100);
+      assertThat(triggers(harness)).extracting(Object::toString)
+          .containsExactlyInAnyOrder("ENTER o2 c@1 t=10", "ENTER o3 c@1 t=10", "ENTER o3 tie@1 t=10");
+      List<DeadLetter> letters = new ArrayList<>();
+      harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS).forEach(r -> letters.add(r.getValue()));
+      assertThat(letters).extracting(d -> d.key + " " + d.severity + " " + d.reason)
+          .containsExactlyInAnyOrder("bad ERROR UNPARSEABLE", "tie WARNING REPAIRED");
+      // The refused fence still consumed its seq: its next edit is no gap.
+      assertThat(((FenceIndexOperator) harness.getOperator()).fences().seqOf("bad")).isEqualTo(1);
+    }
+  }
+
+  @Test
+  void restoreKeepsMembershipAndPendingLocationsAcrossRescaling() throws Exception {
+    OperatorSubtaskState snapshot;
+    List<String> before;
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      for (int i = 0; i < 20; i++) {
+        harness.processElement1(upsert("f" + i, 1, SQUARE, true, 0), 0);
+      }
+      harness.processElement2(location("o1", 10, 5, 5), 10);
+      watermark(harness, 100);
+      harness.processElement2(location("o1", 200, 50, 50), 200); // pending: it will EXIT all 20
+      before = new ArrayList<>(triggers(harness).stream().map(Object::toString).toList());
+      assertThat(before).hasSize(20);
+      snapshot = harness.snapshot(1, 150);
+    }
+    List<String> after = new ArrayList<>();
+    int fences = 0;
+    for (int subtask = 0; subtask < 2; subtask++) {
+      OperatorSubtaskState part = AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask);
+      try (var harness = harness(2, subtask)) {
+        harness.initializeState(part);
+        harness.open();
+        fences += ((FenceIndexOperator) harness.getOperator()).fences().index().size();
+        // Inside already: no second ENTER; the pending location exits what this subtask holds.
+        harness.processElement2(location("o1", 150, 5, 5), 150);
+        watermark(harness, 300);
+        triggers(harness).forEach(t -> after.add(t.toString()));
+      }
+    }
+    assertThat(fences).isEqualTo(20);
+    assertThat(after).hasSize(20).allMatch(t -> t.startsWith("EXIT o1 ") && t.endsWith("t=200"));
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------------
+
+  private static KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> harness(
+      int parallelism, int subtask) throws Exception {
+    return new KeyedTwoInputStreamOperatorTestHarness<>(
+        new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB),
+        change -> change.fenceId, null, Types.STRING, 128, parallelism, subtask);
+  }
+
+  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> h, long t)
+      throws Exception {
+    h.processBothWatermarks(new Watermark(t));
+  }
+
+  private static List<GeofenceTrigger> triggers(
+      KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> h) {
+    List<GeofenceTrigger> result = new ArrayList<>();
+    ConcurrentLinkedQueue<Object> output = h.getOutput();
+    for (Object o : output) {
+      if (o instanceof StreamRecord) {
+        result.add((GeofenceTrigger) ((StreamRecord<?>) o).getValue());
+      }
+    }
+    return result;
+  }
+
+  static FenceChange upsert(String id, long seq, String wkt, boolean snapshot, long commitTime) throws Exception {
+    FenceChange change = rawUpsert(id, seq, new WKBWriter().write(new WKTReader().read(wkt)));
+    change.snapshot = snapshot;
+    change.commitTime = commitTime;
+    change.lsn = snapshot ? 0 : commitTime;
+    return change;
+  }
+
+  private static FenceChange tenantUpsert(String id, long seq, String wkt, String tenant) throws Exception {
+    FenceChange change = upsert(id, seq, wkt, true, 0);
+    change.tenant = tenant;
+    return change;
+  }
+
+  private static FenceChange rawUpsert(String id, long seq, byte[] wkb) {
+    FenceChange change = new FenceChange();
+    change.kind = FenceChange.Kind.FENCE;
+    change.fenceId = id;
+    change.seq = seq;
+    change.geometryBytes = wkb;
+    change.snapshot = true;
+    return change;
+  }
+
+  static FenceChange delete(String id, long seq, long commitTime) {
+    FenceChange change = new FenceChange();
+    change.kind = FenceChange.Kind.FENCE;
+    change.fenceId = id;
+    change.seq = seq;
+    change.delete = true;
+    change.commitTime = commitTime;
+    change.lsn = commitTime;
+    return change;
+  }
+
+  static Location location(String object, long t, double lon, double lat) {
+    return location(object, t, lon, lat, null);
+  }
+
+  static Location location(String object, long t, double lon, double lat, String tenant) {
+    return new Location(object, t, lon, lat, tenant);
+  }
+}
