@@ -18,13 +18,22 @@ CREATE TABLE IF NOT EXISTS fence_tombstones (
     deleted_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- An int key, not a boolean: Flink CDC's snapshot splits tables by their key's min and max.
 CREATE TABLE IF NOT EXISTS fence_stats (
-    singleton    boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    id           int PRIMARY KEY DEFAULT 1 CHECK (id = 1),
     fence_count  bigint NOT NULL,
     checksum     bigint NOT NULL,
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE fence_stats REPLICA IDENTITY FULL;
+
+-- The job's CDC source writes this row every heartbeat interval (Debezium's heartbeat.action.query)
+-- and reads it back from the stream: the commit times advance the fence stream's event-time clock
+-- while fences are idle, so locations are never held for longer than a heartbeat.
+CREATE TABLE IF NOT EXISTS fence_heartbeat (
+    id       int PRIMARY KEY DEFAULT 1 CHECK (id = 1),
+    beat_at  timestamptz NOT NULL DEFAULT now()
+);
 
 -- h(id, seq): the first 8 bytes of md5(id || ':' || seq) as a signed big-endian bigint.
 CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
@@ -34,7 +43,7 @@ CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
 -- Counts whatever is already in the table, so the file can be applied to a loaded table too.
 INSERT INTO fence_stats (fence_count, checksum)
 SELECT count(*), coalesce(bit_xor(fence_hash(id, seq)), 0) FROM fences
-ON CONFLICT (singleton) DO NOTHING;
+ON CONFLICT (id) DO NOTHING;
 
 CREATE OR REPLACE FUNCTION fences_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -109,3 +118,13 @@ END $$;
 DROP TRIGGER IF EXISTS fences_no_truncate ON fences;
 CREATE TRIGGER fences_no_truncate BEFORE TRUNCATE ON fences
     FOR EACH STATEMENT EXECUTE FUNCTION fences_no_truncate();
+
+-- The publication the job's CDC source reads (pgoutput). Created here, by the tables' owner, so
+-- the job needs no ownership and Flink CDC's "filtered" mode, which narrows the publication to
+-- one table at a time during its snapshot, is never used.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'geofence_publication') THEN
+        CREATE PUBLICATION geofence_publication FOR TABLE fences, fence_stats, fence_heartbeat;
+    END IF;
+END $$;

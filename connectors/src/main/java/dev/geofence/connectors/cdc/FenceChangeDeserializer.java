@@ -10,8 +10,10 @@ import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.source.SourceRecord;
 
 /**
- * Reads Debezium's Postgres change records for the fences table, the stats table and heartbeats
- * into {@link FenceChange}s. The geometry is passed on still encoded: PostGIS {@code geometry}
+ * Reads Debezium's Postgres change records for the fences table, the stats table and the
+ * heartbeat table into {@link FenceChange}s. (The incremental source keeps Debezium's own heartbeat
+ * events to itself, so the heartbeat is a real row the source writes with {@code
+ * heartbeat.action.query} and reads back.) The geometry is passed on still encoded: PostGIS {@code geometry}
  * arrives as a struct holding EWKB, {@code bytea} as bytes, text as a string.
  *
  * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
@@ -20,7 +22,6 @@ import org.apache.kafka.connect.source.SourceRecord;
 public final class FenceChangeDeserializer implements DebeziumDeserializationSchema<FenceChange> {
 
   private static final long serialVersionUID = 1L;
-  private static final String HEARTBEAT_TOPIC_PREFIX = "__debezium-heartbeat";
 
   private final FenceTableColumns columns;
 
@@ -30,12 +31,6 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
 
   @Override
   public void deserialize(SourceRecord record, Collector<FenceChange> out) {
-    if (record.topic() != null && record.topic().startsWith(HEARTBEAT_TOPIC_PREFIX)) {
-      Struct value = (Struct) record.value();
-      long ts = value == null || value.schema().field("ts_ms") == null ? 0 : value.getInt64("ts_ms");
-      out.collect(FenceChange.heartbeat(ts, lsnOf(record)));
-      return;
-    }
     if (!(record.value() instanceof Struct)) {
       return; // a tombstone message for compaction: carries nothing
     }
@@ -47,6 +42,13 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     long lsn = snapshot ? 0 : optionalLong(source, "lsn");
     long commitTime = snapshot ? 0 : optionalLong(source, "ts_ms");
 
+    if (columns.heartbeatTable().equals(table)) {
+      // Only the commit time matters: the stream has reached it.
+      if (!snapshot) {
+        out.collect(FenceChange.heartbeat(commitTime, lsn));
+      }
+      return;
+    }
     if (columns.statsTable().equals(table)) {
       Struct row = value.getStruct("after");
       if (row == null) {
@@ -121,11 +123,6 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     }
     Object value = struct.get(field);
     return value == null ? 0 : ((Number) value).longValue();
-  }
-
-  private static long lsnOf(SourceRecord record) {
-    Object lsn = record.sourceOffset() == null ? null : record.sourceOffset().get("lsn");
-    return lsn instanceof Number ? ((Number) lsn).longValue() : 0;
   }
 
   @Override

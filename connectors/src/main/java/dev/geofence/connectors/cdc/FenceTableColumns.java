@@ -17,6 +17,7 @@ public final class FenceTableColumns implements Serializable {
   private final String schema;
   private final String fencesTable;
   private final String statsTable;
+  private final String heartbeatTable;
   private final String id;
   private final String seq;
   private final String geometry;
@@ -26,6 +27,7 @@ public final class FenceTableColumns implements Serializable {
     this.schema = identifier("schema", b.schema);
     this.fencesTable = identifier("fences table", b.fencesTable);
     this.statsTable = identifier("stats table", b.statsTable);
+    this.heartbeatTable = identifier("heartbeat table", b.heartbeatTable);
     this.id = identifier("id column", b.id);
     this.seq = identifier("seq column", b.seq);
     this.geometry = identifier("geometry column", b.geometry);
@@ -61,6 +63,10 @@ public final class FenceTableColumns implements Serializable {
     return statsTable;
   }
 
+  public String heartbeatTable() {
+    return heartbeatTable;
+  }
+
   public String id() {
     return id;
   }
@@ -85,13 +91,14 @@ public final class FenceTableColumns implements Serializable {
     }
     FenceTableColumns that = (FenceTableColumns) o;
     return schema.equals(that.schema) && fencesTable.equals(that.fencesTable) && statsTable.equals(that.statsTable)
+        && heartbeatTable.equals(that.heartbeatTable)
         && id.equals(that.id) && seq.equals(that.seq) && geometry.equals(that.geometry)
         && Objects.equals(tenant, that.tenant);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(schema, fencesTable, statsTable, id, seq, geometry, tenant);
+    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, id, seq, geometry, tenant);
   }
 
   @Override
@@ -104,6 +111,7 @@ public final class FenceTableColumns implements Serializable {
     private String schema = "public";
     private String fencesTable = "fences";
     private String statsTable = "fence_stats";
+    private String heartbeatTable = "fence_heartbeat";
     private String id = "id";
     private String seq = "seq";
     private String geometry = "geom";
@@ -123,6 +131,11 @@ public final class FenceTableColumns implements Serializable {
 
     public Builder statsTable(String statsTable) {
       this.statsTable = statsTable;
+      return this;
+    }
+
+    public Builder heartbeatTable(String heartbeatTable) {
+      this.heartbeatTable = heartbeatTable;
       return this;
     }
 

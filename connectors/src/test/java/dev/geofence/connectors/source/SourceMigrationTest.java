@@ -50,7 +50,7 @@ class SourceMigrationTest {
   void freshSchema() throws Exception {
     connection = postgres.getPostgresDatabase().getConnection();
     try (Statement s = connection.createStatement()) {
-      s.execute("DROP TABLE IF EXISTS fences, fence_tombstones, fence_stats CASCADE");
+      s.execute("DROP TABLE IF EXISTS fences, fence_tombstones, fence_stats, fence_heartbeat CASCADE; DROP PUBLICATION IF EXISTS geofence_publication");
     }
     Migrations.applySource(connection, GeometryColumn.WKB);
   }

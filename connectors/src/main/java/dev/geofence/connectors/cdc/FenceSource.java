@@ -1,0 +1,64 @@
+package dev.geofence.connectors.cdc;
+
+import java.util.Properties;
+import org.apache.flink.cdc.connectors.base.options.StartupOptions;
+import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.PostgresIncrementalSource;
+
+/**
+ * The Flink CDC Postgres incremental source of fence changes: an initial snapshot of the fences
+ * table (read in parallel chunks, without locks), then the logical replication stream through
+ * {@code pgoutput} and a named slot, for the fences, stats and heartbeat tables.
+ *
+ * <p>Debezium runs the heartbeat query only once it has processed one message of the stream; on a
+ * fresh start with idle fences, whoever starts the job writes the heartbeat row once ({@link
+ * #touchHeartbeat}).
+ */
+public final class FenceSource {
+
+  private FenceSource() {}
+
+  /** The heartbeat row write Debezium repeats; run once at start so the stream has a message. */
+  public static String heartbeatSql(FenceTableColumns columns) {
+    return "INSERT INTO " + columns.schema() + "." + columns.heartbeatTable() + " (id, beat_at) VALUES (1, now())"
+        + " ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
+  }
+
+  /** Writes the heartbeat row once. */
+  public static void touchHeartbeat(java.sql.Connection connection, FenceTableColumns columns) throws java.sql.SQLException {
+    try (java.sql.Statement statement = connection.createStatement()) {
+      statement.execute(heartbeatSql(columns));
+    }
+  }
+
+  public static PostgresIncrementalSource<FenceChange> create(FenceSourceOptions options) {
+    FenceTableColumns columns = options.columns();
+    String schema = columns.schema();
+    Properties debezium = new Properties();
+    // The migration creates the publication. Debezium's "filtered" mode would narrow it to one
+    // table at a time during the snapshot (FLINK-38907), and FOR ALL TABLES needs a superuser.
+    debezium.setProperty("publication.autocreate.mode", "disabled");
+    debezium.setProperty("publication.name", options.publicationName());
+    debezium.setProperty("heartbeat.action.query", heartbeatSql(columns));
+    // Whatever the user passed through wins.
+    debezium.putAll(options.debeziumProperties());
+    return PostgresIncrementalSource.<FenceChange>builder()
+        .hostname(options.hostname())
+        .port(options.port())
+        .database(options.database())
+        .schemaList(schema)
+        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(), schema + "." + columns.heartbeatTable())
+        .username(options.username())
+        .password(options.password())
+        .slotName(options.slotName())
+        .decodingPluginName("pgoutput")
+        .startupOptions(StartupOptions.initial())
+        .heartbeatInterval(options.heartbeatInterval())
+        // Confirm a position to the slot only three checkpoints after it completed (the SQL
+        // connector's default; the builder's is 0), so a restore of a recent checkpoint can still
+        // replay from the slot.
+        .lsnCommitCheckpointsDelay(3)
+        .debeziumProperties(debezium)
+        .deserializer(new FenceChangeDeserializer(columns))
+        .build();
+  }
+}

@@ -1,0 +1,98 @@
+package dev.geofence.job;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.model.DeadLetter;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.job.operator.FenceIndexOperator;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+/**
+ * The job's data flow, given its sources and sinks: fence changes from CDC, keyed by fence id;
+ * locations parsed and broadcast to every subtask; the fence index operator between them; triggers,
+ * presence and dead letters out. {@code main} lives in {@link dev.geofence.job.cli.GeofenceCommand};
+ * tests wire their own sources and sinks here.
+ *
+ * <p>Every stateful operator has a constant uid, shared with the savepoint tools.
+ */
+public final class GeofenceJob {
+
+  public static final String FENCE_SOURCE_UID = "fence-changes";
+  public static final String LOCATION_SOURCE_UID = "location-lines";
+  public static final String PARSE_LOCATIONS_UID = "parse-locations";
+  public static final String FENCE_INDEX_UID = "fence-index";
+  public static final String TRIGGERS_SINK_UID = "triggers-sink";
+  public static final String PRESENCE_SINK_UID = "presence-sink";
+  public static final String DEAD_LETTERS_SINK_UID = "dead-letters-sink";
+
+  /** What the job reads and writes. */
+  public static final class Endpoints {
+    final Source<FenceChange, ?, ?> fences;
+    final Source<String, ?, ?> locations;
+    final Sink<GeofenceTrigger> triggers;
+    final Sink<GeofenceTrigger> presence;
+    final Sink<DeadLetter> deadLetters;
+
+    public Endpoints(
+        Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
+        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters) {
+      this.fences = fences;
+      this.locations = locations;
+      this.triggers = triggers;
+      this.presence = presence;
+      this.deadLetters = deadLetters;
+    }
+  }
+
+  private GeofenceJob() {}
+
+  /** Adds the job's data flow to {@code env}. */
+  public static void build(StreamExecutionEnvironment env, Endpoints endpoints, JobSettings settings) {
+    // Fence changes carry their commit time; heartbeats advance it while fences are idle. The CDC
+    // stream is read by one reader, so one source subtask keeps its watermark simple.
+    DataStream<FenceChange> changes = env
+        .fromSource(
+            endpoints.fences,
+            WatermarkStrategy.<FenceChange>forMonotonousTimestamps().withTimestampAssigner((c, ts) -> c.commitTime),
+            "Fence changes (CDC)")
+        .uid(FENCE_SOURCE_UID)
+        .setParallelism(1);
+    DataStream<FenceChange> edits = changes
+        .filter(c -> c.kind == FenceChange.Kind.FENCE)
+        .name("Fence edits")
+        .setParallelism(1);
+
+    SingleOutputStreamOperator<Location> locations = env
+        .fromSource(endpoints.locations, WatermarkStrategy.noWatermarks(), "Location lines")
+        .uid(LOCATION_SOURCE_UID)
+        .process(new ParseLocations())
+        .uid(PARSE_LOCATIONS_UID)
+        .name("Parse locations");
+    DataStream<Location> timed = locations.assignTimestampsAndWatermarks(
+        WatermarkStrategy.<Location>forBoundedOutOfOrderness(settings.locationOutOfOrderness())
+            .withTimestampAssigner((l, ts) -> l.timestamp)
+            .withIdleness(settings.locationIdleness()))
+        .name("Location event time");
+
+    SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
+        .keyBy(c -> c.fenceId)
+        .connect(timed.broadcast())
+        .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
+            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat()))
+        .uid(FENCE_INDEX_UID);
+
+    triggers.sinkTo(endpoints.triggers).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
+    triggers.sinkTo(endpoints.presence).uid(PRESENCE_SINK_UID).name("geofence_presence");
+    triggers.getSideOutput(FenceIndexOperator.DEAD_LETTERS)
+        .union(locations.getSideOutput(ParseLocations.DEAD_LETTERS))
+        .sinkTo(endpoints.deadLetters)
+        .uid(DEAD_LETTERS_SINK_UID)
+        .name("geofence_dead_letters");
+  }
+}

@@ -1,0 +1,34 @@
+package dev.geofence.job;
+
+import dev.geofence.connectors.location.LocationJson;
+import dev.geofence.connectors.location.LocationJson.BadLocationException;
+import dev.geofence.connectors.model.DeadLetter;
+import dev.geofence.connectors.model.Location;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.streaming.api.functions.ProcessFunction;
+import org.apache.flink.util.Collector;
+import org.apache.flink.util.OutputTag;
+
+/** Parses location JSON lines; a line that does not parse goes to dead letters with its reason. */
+final class ParseLocations extends ProcessFunction<String, Location> {
+
+  private static final long serialVersionUID = 1L;
+  private static final int PAYLOAD_LIMIT = 4096;
+
+  static final OutputTag<DeadLetter> DEAD_LETTERS =
+      new OutputTag<>("location-dead-letters", TypeInformation.of(DeadLetter.class));
+
+  @Override
+  public void processElement(String line, Context context, Collector<Location> out) {
+    if (line.isBlank()) {
+      return; // blank lines separate nothing and mean nothing
+    }
+    try {
+      out.collect(LocationJson.parse(line));
+    } catch (BadLocationException e) {
+      String payload = line.length() > PAYLOAD_LIMIT ? line.substring(0, PAYLOAD_LIMIT) : line;
+      context.output(DEAD_LETTERS, new DeadLetter(
+          "location", e.objectId(), 0, "ERROR", e.reason().name(), e.getMessage(), payload, 0, System.currentTimeMillis()));
+    }
+  }
+}
