@@ -5,7 +5,11 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.operator.FenceIndexOperator;
+import java.time.Duration;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
@@ -30,6 +34,8 @@ public final class GeofenceJob {
   public static final String TRIGGERS_SINK_UID = "triggers-sink";
   public static final String PRESENCE_SINK_UID = "presence-sink";
   public static final String DEAD_LETTERS_SINK_UID = "dead-letters-sink";
+  public static final String HEARTBEAT_TICKS_UID = "heartbeat-ticks";
+  public static final String HEARTBEAT_SINK_UID = "heartbeat-sink";
 
   /** What the job reads and writes. */
   public static final class Endpoints {
@@ -38,15 +44,23 @@ public final class GeofenceJob {
     final Sink<GeofenceTrigger> triggers;
     final Sink<GeofenceTrigger> presence;
     final Sink<DeadLetter> deadLetters;
+    final Sink<Long> heartbeats;
+    final Duration heartbeatInterval;
 
+    /**
+     * @param heartbeats writes the source's heartbeat row once per tick; the job ticks every
+     *     {@code heartbeatInterval}
+     */
     public Endpoints(
         Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
-        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters) {
+        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<Long> heartbeats, Duration heartbeatInterval) {
       this.fences = fences;
       this.locations = locations;
       this.triggers = triggers;
       this.presence = presence;
       this.deadLetters = deadLetters;
+      this.heartbeats = heartbeats;
+      this.heartbeatInterval = heartbeatInterval;
     }
   }
 
@@ -86,6 +100,18 @@ public final class GeofenceJob {
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat()))
         .uid(FENCE_INDEX_UID);
+
+    // The heartbeat: a row written at the source every interval, read back by the CDC source.
+    env.fromSource(
+            new DataGeneratorSource<>(n -> n, Long.MAX_VALUE,
+                RateLimiterStrategy.perSecond(1000.0 / endpoints.heartbeatInterval.toMillis()), Types.LONG),
+            WatermarkStrategy.noWatermarks(), "Heartbeat ticks")
+        .uid(HEARTBEAT_TICKS_UID)
+        .setParallelism(1)
+        .sinkTo(endpoints.heartbeats)
+        .uid(HEARTBEAT_SINK_UID)
+        .name("fence_heartbeat")
+        .setParallelism(1);
 
     triggers.sinkTo(endpoints.triggers).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
     triggers.sinkTo(endpoints.presence).uid(PRESENCE_SINK_UID).name("geofence_presence");

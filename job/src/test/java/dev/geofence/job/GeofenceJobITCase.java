@@ -84,17 +84,39 @@ class GeofenceJobITCase {
   /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
   private final Set<String> expected = new TreeSet<>();
 
-  @ParameterizedTest(name = "parallelism {0}, {1}")
-  @CsvSource({"1, hashmap", "3, rocksdb"})
-  void triggersPresenceAndDeadLettersMatchTheOracle(int parallelism, String stateBackend) throws Exception {
-    String database = "geofence_p" + parallelism;
-    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + database);
+  /**
+   * The PostGIS server the PostGIS case runs against: {@code .ci/postgis.sh} starts one and CI sets
+   * this variable. Without it the case fails, never skips.
+   */
+  static final String POSTGIS_URL = "GEOFENCE_POSTGIS_URL";
+
+  private boolean postgis;
+  private String password;
+
+  @ParameterizedTest(name = "parallelism {0}, {1}, {2}")
+  @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, hashmap, postgis"})
+  void triggersPresenceAndDeadLettersMatchTheOracle(int parallelism, String stateBackend, String column) throws Exception {
+    postgis = column.equals("postgis");
+    String database = "geofence_" + column + "_p" + parallelism;
+    String server;
+    String password;
+    if (postgis) {
+      server = System.getenv(POSTGIS_URL);
+      assertThat(server).as("%s must name a PostgreSQL with PostGIS and wal_level=logical, user postgres/postgres"
+          + " (bash .ci/postgis.sh starts one: jdbc:postgresql://127.0.0.1:55432/postgres)", POSTGIS_URL).isNotBlank();
+      password = "postgres";
+    } else {
+      server = "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
+      password = "";
+    }
+    try (Connection admin = java.sql.DriverManager.getConnection(server, "postgres", password); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
       s.execute("CREATE DATABASE " + database);
     }
-    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + database;
-    try (Connection db = postgres.getDatabase("postgres", database).getConnection()) {
-      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+    String url = server.substring(0, server.lastIndexOf('/') + 1) + database;
+    this.password = password;
+    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
+      Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB);
       Migrations.applyOutputs(db);
       SplittableRandom random = new SplittableRandom(parallelism);
       for (int i = 0; i < 40; i++) {
@@ -102,9 +124,9 @@ class GeofenceJobITCase {
       }
 
       Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      JobClient job = start(url, "slot_p" + parallelism, inbox, parallelism, stateBackend);
+      JobClient job = start(url, "slot_" + column + "_p" + parallelism, inbox, parallelism, stateBackend);
       try {
-        awaitStreaming(db, "slot_p" + parallelism, inbox);
+        awaitStreaming(db, "slot_" + column + "_p" + parallelism, inbox);
         List<Location> all = new ArrayList<>();
         Map<String, Set<String>> inside = new HashMap<>();
 
@@ -127,8 +149,10 @@ class GeofenceJobITCase {
         for (int i = 40; i < 46; i++) {
           upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
         }
-        insertRaw(db, "fence-bad", new byte[] {1, 3, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0});
-        updateRaw(db, "fence-20", new byte[] {0, 0, 0});
+        // PostGIS refuses unparseable bytes itself; what it lets through that a fence cannot be is a
+        // point or a line.
+        insertRaw(db, "fence-bad", postgis ? "POINT (1 1)" : null, new byte[] {1, 3, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0});
+        updateRaw(db, "fence-20", postgis ? "LINESTRING (0 0, 1 1)" : null, new byte[] {0, 0, 0});
         writeLines(inbox, List.of("{\"object_id\": \"o-bad\", \"ts\": \"yesterday\", \"lon\": 1, \"lat\": 1}", "not json at all"));
         all.addAll(moveObjects(db, inbox, random, 2, inside));
 
@@ -139,8 +163,9 @@ class GeofenceJobITCase {
             .anyMatch(t -> t.contains(" EXIT ") && !t.endsWith("delete"));
         inside.put("sentinel", Set.of("sentinel"));
         assertThat(presence(db)).isEqualTo(flatten(inside));
+        String fenceReason = postgis ? "NOT_AREAL" : "UNPARSEABLE";
         assertThat(deadLetters(db)).containsExactlyInAnyOrder(
-            "fence fence-bad ERROR UNPARSEABLE", "fence fence-20 ERROR UNPARSEABLE",
+            "fence fence-bad ERROR " + fenceReason, "fence fence-20 ERROR " + fenceReason,
             "location o-bad ERROR BAD_TIMESTAMP", "location null ERROR MALFORMED_JSON");
       } finally {
         job.cancel().get();
@@ -158,15 +183,16 @@ class GeofenceJobITCase {
     env.setParallelism(parallelism);
     env.enableCheckpointing(1000);
     FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(url).username("postgres").password("").slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
+        .url(url).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .withUrl(url).withUsername("postgres").withDriverName("org.postgresql.Driver").build();
+        .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(100).withBatchIntervalMs(200).build();
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
-            JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches)),
+            JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
+            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300)),
         JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
     return env.executeAsync("geofence-it");
   }
@@ -175,8 +201,7 @@ class GeofenceJobITCase {
    * Waits until the job evaluates locations against the streamed fences: a sentinel object enters
    * a sentinel fence. The fence clock moves only with stream records, which come after the initial
    * snapshot, so the ENTER proves the snapshot is loaded. (Locations older than the snapshot can
-   * only be evaluated against it.) Debezium starts its own heartbeats after a first message of the
-   * stream, so the heartbeat row is written once, as the command line does.
+   * only be evaluated against it.)
    */
   private void awaitStreaming(Connection db, String slot, Path inbox) throws Exception {
     long deadline = System.currentTimeMillis() + 120_000;
@@ -187,7 +212,6 @@ class GeofenceJobITCase {
       Thread.sleep(200);
     }
     upsertFence(db, "sentinel", JTS.toGeometry(new org.locationtech.jts.geom.Envelope(100, 101, 50, 51)));
-    FenceSource.touchHeartbeat(db, FenceTableColumns.defaults());
     long t = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
     writeLines(inbox, List.of(LocationJson.format(new Location("sentinel", t, 100.5, 50.5, null))));
     expected.add("sentinel sentinel ENTER " + t);
@@ -223,8 +247,8 @@ class GeofenceJobITCase {
   }
 
   private void upsertFence(Connection db, String id, Geometry shape) throws Exception {
-    try (PreparedStatement s = db.prepareStatement(
-        "INSERT INTO fences (id, geom) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET geom = excluded.geom")) {
+    try (PreparedStatement s = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, " + geometryParameter()
+        + ") ON CONFLICT (id) DO UPDATE SET geom = excluded.geom")) {
       s.setString(1, id);
       s.setBytes(2, new WKBWriter().write(shape));
       s.execute();
@@ -240,17 +264,32 @@ class GeofenceJobITCase {
     fences.put(id, null);
   }
 
-  private static void insertRaw(Connection db, String id, byte[] wkb) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+  private String geometryParameter() {
+    return postgis ? "ST_GeomFromWKB(?, 4326)" : "?";
+  }
+
+  /** A bad geometry: WKT for PostGIS (which parses what it stores), raw bytes for bytea. */
+  private void insertRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
+    try (PreparedStatement s = db.prepareStatement(
+        "INSERT INTO fences (id, geom) VALUES (?, " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + ")")) {
       s.setString(1, id);
-      s.setBytes(2, wkb);
+      if (postgis) {
+        s.setString(2, wkt);
+      } else {
+        s.setBytes(2, wkb);
+      }
       s.execute();
     }
   }
 
-  private static void updateRaw(Connection db, String id, byte[] wkb) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("UPDATE fences SET geom = ? WHERE id = ?")) {
-      s.setBytes(1, wkb);
+  private void updateRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE fences SET geom = " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + " WHERE id = ?")) {
+      if (postgis) {
+        s.setString(1, wkt);
+      } else {
+        s.setBytes(1, wkb);
+      }
       s.setString(2, id);
       s.execute();
     }

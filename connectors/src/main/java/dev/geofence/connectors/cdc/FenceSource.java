@@ -9,25 +9,18 @@ import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.Pos
  * table (read in parallel chunks, without locks), then the logical replication stream through
  * {@code pgoutput} and a named slot, for the fences, stats and heartbeat tables.
  *
- * <p>Debezium runs the heartbeat query only once it has processed one message of the stream; on a
- * fresh start with idle fences, whoever starts the job writes the heartbeat row once ({@link
- * #touchHeartbeat}).
+ * <p>The job writes the heartbeat row itself ({@link #heartbeatSql}, on a timer of its own) and
+ * reads it back here: Debezium's {@code heartbeat.action.query} would do the same, but only after
+ * the stream has carried a first message, which an idle fence table never sends.
  */
 public final class FenceSource {
 
   private FenceSource() {}
 
-  /** The heartbeat row write Debezium repeats; run once at start so the stream has a message. */
+  /** The heartbeat row write: its commit time advances the fence clock while fences are idle. */
   public static String heartbeatSql(FenceTableColumns columns) {
     return "INSERT INTO " + columns.schema() + "." + columns.heartbeatTable() + " (id, beat_at) VALUES (1, now())"
         + " ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
-  }
-
-  /** Writes the heartbeat row once. */
-  public static void touchHeartbeat(java.sql.Connection connection, FenceTableColumns columns) throws java.sql.SQLException {
-    try (java.sql.Statement statement = connection.createStatement()) {
-      statement.execute(heartbeatSql(columns));
-    }
   }
 
   public static PostgresIncrementalSource<FenceChange> create(FenceSourceOptions options) {
@@ -38,7 +31,6 @@ public final class FenceSource {
     // table at a time during the snapshot (FLINK-38907), and FOR ALL TABLES needs a superuser.
     debezium.setProperty("publication.autocreate.mode", "disabled");
     debezium.setProperty("publication.name", options.publicationName());
-    debezium.setProperty("heartbeat.action.query", heartbeatSql(columns));
     // Whatever the user passed through wins.
     debezium.putAll(options.debeziumProperties());
     return PostgresIncrementalSource.<FenceChange>builder()

@@ -61,6 +61,17 @@ public final class JdbcOutputs {
         .buildAtLeastOnce(connection);
   }
 
+  /**
+   * Writes the source's heartbeat row once per element: the job feeds it a tick per heartbeat
+   * interval, so the fence stream carries a commit time even while no fence changes.
+   */
+  public static Sink<Long> heartbeats(JdbcConnectionOptions sourceDatabase, String heartbeatSql) {
+    return JdbcSink.<Long>builder()
+        .withExecutionOptions(JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build())
+        .withQueryStatement(heartbeatSql, (statement, tick) -> { })
+        .buildAtLeastOnce(sourceDatabase);
+  }
+
   static void bindTrigger(PreparedStatement s, GeofenceTrigger t) throws SQLException {
     s.setString(1, t.triggerId);
     s.setString(2, t.objectId);

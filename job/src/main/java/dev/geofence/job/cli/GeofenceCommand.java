@@ -1,0 +1,203 @@
+package dev.geofence.job.cli;
+
+import dev.geofence.connectors.cdc.FenceSource;
+import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.location.LocationSources;
+import dev.geofence.connectors.location.MovingObjects;
+import dev.geofence.connectors.sink.JdbcOutputs;
+import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.JobSettings;
+import dev.geofence.job.operator.FenceIndexOperator.GeometryFormat;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.geom.InvalidPolygonPolicy;
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Set;
+import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
+import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+/**
+ * The command line: {@code run} submits the job (to a cluster with {@code flink run}, or on an
+ * embedded MiniCluster with {@code java -jar}). Options are stable: scripts may rely on them. The
+ * fence database password comes from {@code GEOFENCE_SOURCE_PASSWORD}, never from the command
+ * line, so it appears in no process list, log or help text.
+ */
+public final class GeofenceCommand {
+
+  static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
+
+  private static final Set<String> RUN_OPTIONS = Set.of(
+      "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
+      "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
+      "invalid-polygons", "heartbeat-interval", "debezium.");
+
+  static final String HELP = String.join("\n",
+      "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
+      "",
+      "Runs the geofence job: fences from PostgreSQL through CDC, locations from Kafka, files or a",
+      "generator, ENTER/EXIT triggers into PostgreSQL tables. The password of the fence database is",
+      "read from the environment variable " + PASSWORD_ENV + ".",
+      "",
+      "Options of run:",
+      "  --source-url URL            JDBC URL of the fence database, jdbc:postgresql://host:port/db (required)",
+      "  --source-user USER          user of the fence database, with REPLICATION (required)",
+      "  --fences-table NAME         table of fences (default fences)",
+      "  --slot NAME                 replication slot of the CDC source (default geofence)",
+      "  --publication NAME          publication the migration created (default geofence_publication)",
+      "  --locations SPEC            kafka:BOOTSTRAP/TOPIC, file:PATH (a file or a watched directory)",
+      "                              or generator:OBJECTS (required)",
+      "  --sink-url URL              JDBC URL for the output tables (default: the fence database)",
+      "  --parallelism N             parallelism of the job (default: the cluster's)",
+      "  --checkpoint-dir URI        durable checkpoint storage, e.g. file:///var/geofence/checkpoints",
+      "  --checkpoint-interval D     checkpoint interval, e.g. 10s (default 10s)",
+      "  --state-backend NAME        hashmap or rocksdb (default hashmap)",
+      "  --geometry-format NAME      wkb (PostGIS geometry or bytea), wkt or geojson (default wkb)",
+      "  --invalid-polygons POLICY   repair (default) or reject",
+      "  --heartbeat-interval D      how often the source's heartbeat advances the fence clock (default 1s)",
+      "  --debezium.KEY VALUE        passed to Debezium as KEY",
+      "",
+      "Durations: 500ms, 10s, 5m, 1h.");
+
+  private GeofenceCommand() {}
+
+  public static void main(String[] args) throws Exception {
+    int status = run(args, System.out, System.err);
+    if (status != 0) {
+      System.exit(status);
+    }
+  }
+
+  static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
+    if (args.length == 0 || args[0].equals("--help") || args[0].equals("-h") || args[0].equals("help")) {
+      out.println(HELP);
+      return args.length == 0 ? 2 : 0;
+    }
+    try {
+      switch (args[0]) {
+        case "run":
+          if (args.length > 1 && args[1].equals("--help")) {
+            out.println(HELP);
+            return 0;
+          }
+          runJob(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV));
+          return 0;
+        default:
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the command is run (see --help)");
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("geofence: " + e.getMessage());
+      return 2;
+    }
+  }
+
+  private static void runJob(Options options, String password) throws Exception {
+    FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
+    FenceSourceOptions.Builder source = FenceSourceOptions.builder()
+        .url(options.required("source-url"))
+        .username(options.required("source-user"))
+        .password(password == null ? "" : password)
+        .slotName(options.get("slot", "geofence"))
+        .publicationName(options.get("publication", "geofence_publication"))
+        .columns(columns)
+        .heartbeatInterval(options.getDuration("heartbeat-interval", Duration.ofSeconds(1)));
+    options.withPrefix("debezium.").forEach(source::debeziumProperty);
+    FenceSourceOptions fences = source.build();
+    Source<String, ?, ?> locations = locations(options.required("locations"));
+    String sinkUrl = options.get("sink-url", fences.jdbcUrl());
+    JobSettings settings = JobSettings.builder()
+        .geometryFormat(enumOption(GeometryFormat.class, "geometry-format", options.get("geometry-format", "wkb")))
+        .geometryOptions(GeometryReadOptions.builder()
+            .invalidPolicy(enumOption(InvalidPolygonPolicy.class, "invalid-polygons", options.get("invalid-polygons", "repair")))
+            .build())
+        .build();
+
+    Configuration config = new Configuration();
+    config.set(StateBackendOptions.STATE_BACKEND, stateBackend(options.get("state-backend", "hashmap")));
+    String checkpointDir = options.get("checkpoint-dir", null);
+    if (checkpointDir != null) {
+      config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpointDir);
+    }
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
+    env.enableCheckpointing(options.getDuration("checkpoint-interval", Duration.ofSeconds(10)).toMillis());
+    int parallelism = options.getInt("parallelism", -1);
+    if (parallelism > 0) {
+      env.setParallelism(parallelism);
+    } else if (parallelism == 0 || parallelism < -1) {
+      throw new IllegalArgumentException("option --parallelism must be at least 1");
+    }
+
+    // The output tables come from the shipped migration.
+    try (Connection sink = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
+      Migrations.applyOutputs(sink);
+    } catch (SQLException e) {
+      throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
+    }
+
+    JdbcConnectionOptions sink = jdbc(sinkUrl, fences);
+    JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(500).withBatchIntervalMs(200).build();
+    GeofenceJob.build(env,
+        new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
+            JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
+            JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval()),
+        settings);
+    env.execute("geofence");
+  }
+
+  private static JdbcConnectionOptions jdbc(String url, FenceSourceOptions credentials) {
+    return new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .withUrl(url).withDriverName("org.postgresql.Driver")
+        .withUsername(credentials.username()).withPassword(credentials.password()).build();
+  }
+
+  static Source<String, ?, ?> locations(String spec) {
+    if (spec.startsWith("file:")) {
+      return LocationSources.files(spec.substring(5), Duration.ofSeconds(1));
+    }
+    if (spec.startsWith("kafka:")) {
+      String rest = spec.substring(6);
+      int slash = rest.indexOf('/');
+      if (slash <= 0 || slash == rest.length() - 1) {
+        throw new IllegalArgumentException("--locations kafka: must be kafka:BOOTSTRAP/TOPIC, got '" + spec + "'");
+      }
+      return LocationSources.kafka(rest.substring(0, slash), rest.substring(slash + 1), "geofence");
+    }
+    if (spec.startsWith("generator:")) {
+      int objects;
+      try {
+        objects = Integer.parseInt(spec.substring(10));
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("--locations generator: must be generator:OBJECTS, got '" + spec + "'");
+      }
+      // One location per object per second, timestamped in step with the wall clock.
+      MovingObjects moving = new MovingObjects(objects, 0, 0, 10, 10, System.currentTimeMillis(), 1000);
+      return LocationSources.generator(moving, objects);
+    }
+    throw new IllegalArgumentException("--locations must start with kafka:, file: or generator:, got '" + spec + "'");
+  }
+
+  private static String stateBackend(String name) {
+    if (!name.equals("hashmap") && !name.equals("rocksdb")) {
+      throw new IllegalArgumentException("option --state-backend must be hashmap or rocksdb, got '" + name + "'");
+    }
+    return name;
+  }
+
+  private static <E extends Enum<E>> E enumOption(Class<E> type, String option, String value) {
+    try {
+      return Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("option --" + option + " cannot be '" + value + "'");
+    }
+  }
+}

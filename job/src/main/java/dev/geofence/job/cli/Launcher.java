@@ -1,0 +1,68 @@
+package dev.geofence.job.cli;
+
+import java.io.File;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.jar.Attributes;
+import java.util.jar.JarFile;
+
+/**
+ * The jar's entry point. Submitted to a cluster, Flink is on the class path and the command runs
+ * as is. Run with {@code java -jar}, Flink (which the jar leaves out, as a cluster provides it) is
+ * in the {@code lib/} directory built next to the jar: the command runs in a JVM started with the
+ * jar and {@code lib/*} on its class path, so that Flink's embedded MiniCluster finds its own
+ * classes the way it expects (a nested class loader does not do: Flink resolves job classes against
+ * the system class loader). The JVM's own options and the jar's {@code Add-Opens} and {@code
+ * Add-Exports} are passed on.
+ */
+public final class Launcher {
+
+  private static final String FLINK_PROBE = "org.apache.flink.streaming.api.environment.StreamExecutionEnvironment";
+
+  private Launcher() {}
+
+  public static void main(String[] args) throws Exception {
+    if (isPresent(FLINK_PROBE)) {
+      GeofenceCommand.main(args);
+      return;
+    }
+    Path jar = Path.of(Launcher.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path lib = jar.resolveSibling("lib");
+    if (!Files.isDirectory(lib)) {
+      System.err.println("geofence: Flink is not on the class path and " + lib + " does not exist; run the jar with"
+          + " flink run, or keep the lib/ directory built next to it");
+      System.exit(2);
+    }
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
+    try (JarFile file = new JarFile(jar.toFile())) {
+      Attributes manifest = file.getManifest().getMainAttributes();
+      for (String module : manifest.getValue("Add-Opens").split(" ")) {
+        command.add("--add-opens=" + module + "=ALL-UNNAMED");
+      }
+      for (String module : manifest.getValue("Add-Exports").split(" ")) {
+        command.add("--add-exports=" + module + "=ALL-UNNAMED");
+      }
+    }
+    command.add("-cp");
+    command.add(jar + File.pathSeparator + lib.resolve("*"));
+    command.add(GeofenceCommand.class.getName());
+    command.addAll(List.of(args));
+    Process child = new ProcessBuilder(command).inheritIO().start();
+    Runtime.getRuntime().addShutdownHook(new Thread(child::destroy));
+    System.exit(child.waitFor());
+  }
+
+  private static boolean isPresent(String className) {
+    try {
+      Class.forName(className, false, Launcher.class.getClassLoader());
+      return true;
+    } catch (ClassNotFoundException e) {
+      return false;
+    }
+  }
+}
