@@ -10,6 +10,7 @@ import java.sql.Types;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
+import org.apache.flink.connector.jdbc.JdbcStatementBuilder;
 import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
 
 /**
@@ -41,24 +42,20 @@ public final class JdbcOutputs {
   private JdbcOutputs() {}
 
   public static Sink<GeofenceTrigger> triggers(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
-    return JdbcSink.<GeofenceTrigger>builder()
-        .withExecutionOptions(execution)
-        .withQueryStatement(UPSERT_TRIGGER, JdbcOutputs::bindTrigger)
-        .buildAtLeastOnce(connection);
+    return sink(UPSERT_TRIGGER, JdbcOutputs::bindTrigger, connection, execution);
   }
 
   public static Sink<GeofenceTrigger> presence(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
-    return JdbcSink.<GeofenceTrigger>builder()
-        .withExecutionOptions(execution)
-        .withQueryStatement(APPLY_PRESENCE, JdbcOutputs::bindPresence)
-        .buildAtLeastOnce(connection);
+    return sink(APPLY_PRESENCE, JdbcOutputs::bindPresence, connection, execution);
   }
 
   public static Sink<DeadLetter> deadLetters(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
-    return JdbcSink.<DeadLetter>builder()
-        .withExecutionOptions(execution)
-        .withQueryStatement(UPSERT_DEAD_LETTER, JdbcOutputs::bindDeadLetter)
-        .buildAtLeastOnce(connection);
+    return sink(UPSERT_DEAD_LETTER, JdbcOutputs::bindDeadLetter, connection, execution);
+  }
+
+  private static <T> Sink<T> sink(
+      String sql, JdbcStatementBuilder<T> binder, JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
+    return JdbcSink.<T>builder().withExecutionOptions(execution).withQueryStatement(sql, binder).buildAtLeastOnce(connection);
   }
 
   /**
@@ -66,10 +63,8 @@ public final class JdbcOutputs {
    * interval, so the fence stream carries a commit time even while no fence changes.
    */
   public static Sink<Long> heartbeats(JdbcConnectionOptions sourceDatabase, String heartbeatSql) {
-    return JdbcSink.<Long>builder()
-        .withExecutionOptions(JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build())
-        .withQueryStatement(heartbeatSql, (statement, tick) -> { })
-        .buildAtLeastOnce(sourceDatabase);
+    return sink(heartbeatSql, (statement, tick) -> { }, sourceDatabase,
+        JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build());
   }
 
   static void bindTrigger(PreparedStatement s, GeofenceTrigger t) throws SQLException {
