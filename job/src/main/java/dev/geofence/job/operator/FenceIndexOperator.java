@@ -5,6 +5,8 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
+import dev.geofence.state.edit.CoalescedEdit;
+import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
 import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.EditOutcome;
@@ -185,6 +187,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   @Override
+  public void open() throws Exception {
+    super.open();
+    getMetricGroup().gauge("fences_loaded", () -> fences.checksum().count());
+    getMetricGroup().gauge("pending_locations", () -> pendingLocations.size());
+    getMetricGroup().gauge("pending_edits", () -> pendingEdits.size());
+    getMetricGroup().gauge("late_locations", () -> lateLocations);
+    getMetricGroup().gauge("edits_applied", () -> fences.appliedCount());
+    getMetricGroup().gauge("edits_duplicate", () -> fences.duplicateCount());
+    getMetricGroup().gauge("edits_stale", () -> fences.staleCount());
+    getMetricGroup().gauge("edits_coalesced", () -> fences.coalescedAwayCount());
+    getMetricGroup().gauge("seq_gaps", () -> fences.gapCount());
+  }
+
+  @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
     pendingLocationsState.clear();
@@ -204,29 +220,49 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       return;
     }
     if (change.snapshot || change.commitTime <= clock) {
-      apply(change);
+      apply(List.of(change));
     } else {
       pendingEditsState.add(change);
       pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, change.fenceId));
     }
   }
 
-  /** Applies one change of the current key's fence: decode, seq-check, state, index, EXITs. */
-  private void apply(FenceChange change) throws Exception {
-    FenceEdit edit = decode(change);
-    EditOutcome outcome = fences.apply(edit);
+  /**
+   * Applies changes of the current key's fence, oldest first: decoded (bad ones to dead letters),
+   * coalesced so that only the newest version reaches the index, and split after each delete so
+   * that a delete's EXITs are never folded away by a later re-creation.
+   */
+  private void apply(List<FenceChange> changes) throws Exception {
+    List<FenceEdit> run = new ArrayList<>();
+    for (FenceChange change : changes) {
+      FenceEdit edit = decode(change);
+      run.add(edit);
+      if (edit.kind() == EditKind.DELETE) {
+        applyCoalesced(EditCoalescer.coalesce(run).get(0));
+        run.clear();
+      }
+    }
+    if (!run.isEmpty()) {
+      applyCoalesced(EditCoalescer.coalesce(run).get(0));
+    }
+  }
+
+  /** Seq-checks one coalesced edit, then updates keyed state and the index, and EXITs on delete. */
+  private void applyCoalesced(CoalescedEdit coalesced) throws Exception {
+    FenceEdit edit = coalesced.latest();
+    EditOutcome outcome = fences.apply(coalesced);
     if (!outcome.changesState()) {
       return;
     }
     if (outcome == EditOutcome.GAP) {
-      LOG.warn("Seq gap on fence {}: edit {} arrived after stored seq; the change stream lost an edit", change.fenceId, change.seq);
+      LOG.warn("Seq gap on fence {}: edit {} arrived after stored seq; the change stream lost an edit", edit.fenceId(), edit.seq());
     }
     StoredFence previous = fenceState.value();
     boolean deleted = edit.kind() == EditKind.DELETE;
+    FenceEdit shaping = coalesced.shaping();
+    String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : previous == null ? null : previous.tenant;
     fenceState.update(new StoredFence(
-        edit.seq(), deleted,
-        deleted ? null : fences.index().get(edit.fenceId()),
-        edit.geometry() != null ? edit.tenant() : previous == null ? null : previous.tenant,
+        edit.seq(), deleted, deleted ? null : fences.index().get(edit.fenceId()), tenant,
         edit.commitLsn(), edit.commitTimeMillis()));
     if (deleted) {
       // An object inside a deleted fence leaves it now, at the delete's commit time.
@@ -349,7 +385,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       boolean locationDue = location != null && location.location.timestamp <= time;
       if (editDue && (!locationDue || edit.time <= location.location.timestamp)) {
         pendingEdits.poll();
-        applyPending(edit.fenceId, edit.time);
+        // Every edit of this fence up to the next location can be coalesced: no location sees
+        // the versions in between.
+        applyPending(edit.fenceId, location == null ? time : Math.min(time, location.location.timestamp));
       } else if (locationDue) {
         pendingLocations.poll();
         evaluate(location.location);
@@ -359,18 +397,21 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
-  /** Applies the fence's pending edits committed at or before {@code time}, in arrival order. */
+  /**
+   * Applies the fence's pending edits committed at or before {@code time}, in arrival order. Their
+   * other entries in the queue then find nothing left to apply.
+   */
   private void applyPending(String fenceId, long time) throws Exception {
     setCurrentKey(fenceId);
+    List<FenceChange> due = new ArrayList<>();
     List<FenceChange> keep = new ArrayList<>();
     for (FenceChange change : pendingEditsState.get()) {
-      if (change.commitTime <= time) {
-        apply(change);
-      } else {
-        keep.add(change);
-      }
+      (change.commitTime <= time ? due : keep).add(change);
     }
-    pendingEditsState.update(keep);
+    if (!due.isEmpty()) {
+      apply(due);
+      pendingEditsState.update(keep);
+    }
   }
 
   // ---- for tests and metrics -----------------------------------------------------------------------

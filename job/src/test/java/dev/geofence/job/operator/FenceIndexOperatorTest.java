@@ -56,6 +56,29 @@ class FenceIndexOperatorTest {
   }
 
   @Test
+  void editsBetweenTwoLocationsAreCoalescedButADeleteStillExits() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+      harness.processElement1(upsert("a", 1, SQUARE, true, 0), 0);
+      harness.processElement2(location("o1", 100, 5, 5), 100);
+      watermark(harness, 150);
+      // Three reshapes, a delete and a re-creation, all before the next location.
+      harness.processElement1(upsert("a", 2, FAR_SQUARE, false, 200), 200);
+      harness.processElement1(upsert("a", 3, SQUARE, false, 210), 210);
+      harness.processElement1(upsert("a", 4, FAR_SQUARE, false, 220), 220);
+      harness.processElement1(delete("a", 5, 230), 230);
+      harness.processElement1(upsert("a", 6, SQUARE, false, 240), 240);
+      harness.processElement2(location("o1", 300, 5, 5), 300);
+      watermark(harness, 400);
+      assertThat(triggers(harness)).extracting(Object::toString)
+          .containsExactly("ENTER o1 a@1 t=100", "EXIT o1 a@5 t=230", "ENTER o1 a@6 t=300");
+      assertThat(operator.fences().coalescedAwayCount()).as("seqs 2 to 4 folded into the delete").isEqualTo(3);
+      assertThat(operator.fences().gapCount()).isZero();
+    }
+  }
+
+  @Test
   void tenantScopingAndBadGeometry() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
