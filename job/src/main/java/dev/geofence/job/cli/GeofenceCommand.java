@@ -44,6 +44,7 @@ public final class GeofenceCommand {
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
+      "       java -jar geofence-job.jar demo [options]     (everything on this machine; demo --help)",
       "",
       "Runs the geofence job: fences from PostgreSQL through CDC, locations from Kafka, files or a",
       "generator, ENTER/EXIT triggers into PostgreSQL tables. The password of the fence database is",
@@ -72,10 +73,8 @@ public final class GeofenceCommand {
   private GeofenceCommand() {}
 
   public static void main(String[] args) throws Exception {
-    int status = run(args, System.out, System.err);
-    if (status != 0) {
-      System.exit(status);
-    }
+    // The embedded cluster leaves threads behind; the process ends with the command.
+    System.exit(run(args, System.out, System.err));
   }
 
   static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
@@ -90,10 +89,17 @@ public final class GeofenceCommand {
             out.println(HELP);
             return 0;
           }
-          runJob(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV));
+          prepare(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV), new Configuration()).execute("geofence");
+          return 0;
+        case "demo":
+          if (args.length > 1 && args[1].equals("--help")) {
+            out.println(Demo.HELP);
+            return 0;
+          }
+          Demo.run(Options.parse(args, 1, Demo.OPTIONS), out);
           return 0;
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the command is run (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run and demo (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence: " + e.getMessage());
@@ -101,7 +107,12 @@ public final class GeofenceCommand {
     }
   }
 
-  private static void runJob(Options options, String password) throws Exception {
+  /** Parses {@code run}'s options, applies the output migration and builds the job in an environment. */
+  static StreamExecutionEnvironment prepare(String[] runArgs, String password, Configuration base) throws Exception {
+    return prepare(Options.parse(runArgs, 0, RUN_OPTIONS), password, base);
+  }
+
+  private static StreamExecutionEnvironment prepare(Options options, String password, Configuration base) throws Exception {
     FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
     FenceSourceOptions.Builder source = FenceSourceOptions.builder()
         .url(options.required("source-url"))
@@ -122,7 +133,7 @@ public final class GeofenceCommand {
             .build())
         .build();
 
-    Configuration config = new Configuration();
+    Configuration config = new Configuration(base);
     config.set(StateBackendOptions.STATE_BACKEND, stateBackend(options.get("state-backend", "hashmap")));
     String checkpointDir = options.get("checkpoint-dir", null);
     if (checkpointDir != null) {
@@ -151,7 +162,7 @@ public final class GeofenceCommand {
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval()),
         settings);
-    env.execute("geofence");
+    return env;
   }
 
   private static JdbcConnectionOptions jdbc(String url, FenceSourceOptions credentials) {

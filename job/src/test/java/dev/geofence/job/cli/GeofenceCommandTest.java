@@ -30,7 +30,7 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be kafka:BOOTSTRAP/TOPIC, got 'kafka:onlyhost'",
       "run --source-url mysql://h/db --source-user u --locations file:/x | the fence database URL must look like jdbc:postgresql://host:port/database, got mysql://h/db",
       "run --slot | option --slot needs a value",
-      "launch | unknown command 'launch'; the command is run (see --help)",
+      "launch | unknown command 'launch'; the commands are run and demo (see --help)",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --state-backend memory | option --state-backend must be hashmap or rocksdb, got 'memory'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval soon | option --checkpoint-interval must be a duration like 500ms, 10s, 5m or 1h, got 'soon'",
       "run --source-url jdbc:postgresql://h/db --source-user u --slot bad-name! --locations file:/x | the replication slot 'bad-name!' is not a plain SQL identifier (letters, digits and _, at most 63)",
