@@ -1,0 +1,99 @@
+package dev.geofence.connectors.location;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.model.Location;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import kafka.testkit.KafkaClusterTestKit;
+import kafka.testkit.TestKitNodes;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.CloseableIterator;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Each location source delivers the JSON lines it was given, read by a real Flink job. */
+class LocationSourcesTest {
+
+  @TempDir Path dir;
+
+  private static final MovingObjects OBJECTS = new MovingObjects(7, 0, 0, 10, 10, 1_700_000_000_000L, 1000);
+
+  @Test
+  void kafkaTopicDeliversEveryLine() throws Exception {
+    List<String> lines = lines(200);
+    try (KafkaClusterTestKit kafka = new KafkaClusterTestKit.Builder(
+        new TestKitNodes.Builder().setCoResident(true).setNumBrokerNodes(1).setNumControllerNodes(1).build())
+        // One broker: the internal topics must do with one replica.
+        .setConfigProp("offsets.topic.replication.factor", "1")
+        .setConfigProp("transaction.state.log.replication.factor", "1")
+        .setConfigProp("transaction.state.log.min.isr", "1")
+        .setConfigProp("group.initial.rebalance.delay.ms", "0")
+        .build()) {
+      kafka.format();
+      kafka.startup();
+      kafka.waitForReadyBrokers();
+      Properties producer = kafka.clientProperties();
+      try (KafkaProducer<String, String> out = new KafkaProducer<>(producer, new StringSerializer(), new StringSerializer())) {
+        for (String line : lines) {
+          out.send(new ProducerRecord<>("locations", line)).get();
+        }
+      }
+      String bootstrap = producer.getProperty("bootstrap.servers");
+      assertThat(read(LocationSources.kafka(bootstrap, "locations", "test"), lines.size())).containsExactlyElementsOf(lines);
+    }
+  }
+
+  @Test
+  void watchedDirectoryDeliversFilesAsTheyArrive() throws Exception {
+    List<String> lines = lines(50);
+    Path inbox = Files.createDirectories(dir.resolve("inbox"));
+    Files.write(inbox.resolve("a.jsonl"), lines.subList(0, 20));
+    Files.write(inbox.resolve("b.jsonl"), lines.subList(20, 50));
+    assertThat(read(LocationSources.files(inbox.toString(), Duration.ofMillis(100)), lines.size()))
+        .containsExactlyInAnyOrderElementsOf(lines);
+  }
+
+  @Test
+  void generatorIsAPureFunctionOfTheSequence() throws Exception {
+    List<String> expected = new ArrayList<>();
+    for (long n = 0; n < 30; n++) {
+      expected.add(OBJECTS.line(n));
+    }
+    assertThat(read(LocationSources.generator(OBJECTS, 1000), 30)).containsExactlyInAnyOrderElementsOf(expected);
+    for (String line : expected) {
+      Location l = LocationJson.parse(line);
+      assertThat(l.lon).isBetween(0.0, 10.0);
+      assertThat(l.lat).isBetween(0.0, 10.0);
+    }
+  }
+
+  private static List<String> lines(int n) {
+    List<String> lines = new ArrayList<>();
+    for (long i = 0; i < n; i++) {
+      lines.add(OBJECTS.line(i));
+    }
+    return lines;
+  }
+
+  private static List<String> read(Source<String, ?, ?> source, int count) throws Exception {
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    env.setParallelism(1);
+    List<String> result = new ArrayList<>();
+    try (CloseableIterator<String> it = env.fromSource(source, WatermarkStrategy.noWatermarks(), "locations").executeAndCollect()) {
+      while (result.size() < count && it.hasNext()) {
+        result.add(it.next());
+      }
+    }
+    return result;
+  }
+}
