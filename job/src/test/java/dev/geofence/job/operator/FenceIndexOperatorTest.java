@@ -16,7 +16,10 @@ import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
+import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.locationtech.jts.io.WKBWriter;
 import org.locationtech.jts.io.WKTReader;
 
@@ -100,11 +103,12 @@ class FenceIndexOperatorTest {
     }
   }
 
-  @Test
-  void restoreKeepsMembershipAndPendingLocationsAcrossRescaling() throws Exception {
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void restoreKeepsMembershipAndPendingLocationsAcrossRescaling(String backend) throws Exception {
     OperatorSubtaskState snapshot;
     List<String> before;
-    try (var harness = harness(1, 0)) {
+    try (var harness = harness(1, 0, backend)) {
       harness.open();
       for (int i = 0; i < 20; i++) {
         harness.processElement1(upsert("f" + i, 1, SQUARE, true, 0), 0);
@@ -120,7 +124,7 @@ class FenceIndexOperatorTest {
     int fences = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
       OperatorSubtaskState part = AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask);
-      try (var harness = harness(2, subtask)) {
+      try (var harness = harness(2, subtask, backend)) {
         harness.initializeState(part);
         harness.open();
         fences += ((FenceIndexOperator) harness.getOperator()).fences().index().size();
@@ -138,9 +142,18 @@ class FenceIndexOperatorTest {
 
   private static KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask) throws Exception {
-    return new KeyedTwoInputStreamOperatorTestHarness<>(
+    return harness(parallelism, subtask, "hashmap");
+  }
+
+  private static KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> harness(
+      int parallelism, int subtask, String backend) throws Exception {
+    var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
         new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB),
-        change -> change.fenceId, null, Types.STRING, 128, parallelism, subtask);
+        (FenceChange change) -> change.fenceId, null, Types.STRING, 128, parallelism, subtask);
+    if (backend.equals("rocksdb")) {
+      harness.setStateBackend(new EmbeddedRocksDBStateBackend());
+    }
+    return harness;
   }
 
   private static void watermark(KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> h, long t)
