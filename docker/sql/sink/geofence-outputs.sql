@@ -41,3 +41,33 @@ CREATE TABLE IF NOT EXISTS geofence_dead_letters (
     recorded_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS geofence_dead_letters_key ON geofence_dead_letters (source, key);
+
+-- One row per hydration episode (a start, restore or rebuild) per subtask; it outlives the job,
+-- the cluster and the savepoints. The job upserts on (job_name, subtask, installed_at), so a replay
+-- never duplicates a row, and prunes rows past the retention period as it writes.
+CREATE TABLE IF NOT EXISTS hydration_history (
+    job_name          text NOT NULL,
+    job_id            text NOT NULL,
+    subtask           int NOT NULL,
+    attempt           int NOT NULL,
+    key_group_start   int NOT NULL,
+    key_group_end     int NOT NULL,
+    start_mode        text NOT NULL CHECK (start_mode IN ('fresh', 'checkpoint', 'savepoint')),
+    restored_from     text,
+    installed_at      timestamptz NOT NULL,
+    restored_at       timestamptz,
+    indexed_at        timestamptz,
+    hydrated_at       timestamptz,
+    restored_lsn      text,
+    restored_commit_time timestamptz,
+    edits_replayed    bigint NOT NULL DEFAULT 0,
+    edits_coalesced   bigint NOT NULL DEFAULT 0,
+    gap_check         text NOT NULL CHECK (gap_check IN ('covered', 'gap', 'not-needed', 'unreachable')),
+    gap_reason        text,
+    fences_loaded     bigint NOT NULL DEFAULT 0,
+    fences_expected   bigint,
+    checksum_match    boolean,
+    peak_heap_bytes   bigint,
+    PRIMARY KEY (job_name, subtask, installed_at)
+);
+CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (installed_at);

@@ -2,11 +2,13 @@ package dev.geofence.connectors.sink;
 
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.TriggerKind;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.sql.Types;
+import java.time.Duration;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -14,7 +16,8 @@ import org.apache.flink.connector.jdbc.JdbcStatementBuilder;
 import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
 
 /**
- * JDBC sinks for the output tables of {@code docker/sql/sink/geofence-outputs.sql}. Every
+ * JDBC sinks for the output tables of {@code docker/sql/sink/geofence-outputs.sql}: triggers,
+ * presence, dead letters, hydration history, and the source's heartbeat row. Every
  * statement is an upsert (or a delete) on the table's key, so the at-least-once delivery of a
  * replay after a restore rewrites rows instead of duplicating them.
  */
@@ -39,7 +42,39 @@ public final class JdbcOutputs {
       "INSERT INTO geofence_dead_letters (letter_id, source, key, seq, severity, reason, detail, payload, event_time, recorded_at)"
           + " VALUES (?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (letter_id) DO NOTHING";
 
+  /**
+   * An upsert on the episode's key that also prunes rows past the retention period, so the table
+   * keeps itself in bounds without a job of its own.
+   */
+  static final String UPSERT_HYDRATION_EPISODE =
+      "WITH pruned AS (DELETE FROM hydration_history WHERE installed_at < now() - ?::interval)"
+          + " INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
+          + " restored_from, installed_at, restored_at, indexed_at, hydrated_at, restored_lsn, restored_commit_time,"
+          + " edits_replayed, edits_coalesced, gap_check, gap_reason, fences_loaded, fences_expected, checksum_match, peak_heap_bytes)"
+          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+          + " ON CONFLICT (job_name, subtask, installed_at) DO UPDATE SET job_id = excluded.job_id, attempt = excluded.attempt,"
+          + " key_group_start = excluded.key_group_start, key_group_end = excluded.key_group_end, start_mode = excluded.start_mode,"
+          + " restored_from = excluded.restored_from, restored_at = excluded.restored_at, indexed_at = excluded.indexed_at,"
+          + " hydrated_at = excluded.hydrated_at, restored_lsn = excluded.restored_lsn,"
+          + " restored_commit_time = excluded.restored_commit_time, edits_replayed = excluded.edits_replayed,"
+          + " edits_coalesced = excluded.edits_coalesced, gap_check = excluded.gap_check, gap_reason = excluded.gap_reason,"
+          + " fences_loaded = excluded.fences_loaded, fences_expected = excluded.fences_expected,"
+          + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes";
+
+  /** Default retention of {@code hydration_history} rows. */
+  public static final Duration DEFAULT_HYDRATION_RETENTION = Duration.ofDays(30);
+
   private JdbcOutputs() {}
+
+  /** Hydration episodes, one row per (job name, subtask, installed at); older rows are pruned. */
+  public static Sink<HydrationEpisode> hydrationHistory(
+      JdbcConnectionOptions connection, JdbcExecutionOptions execution, Duration retention) {
+    if (retention.isNegative() || retention.isZero()) {
+      throw new IllegalArgumentException("the hydration history retention must be positive, got " + retention);
+    }
+    String interval = retention.toSeconds() + " seconds";
+    return sink(UPSERT_HYDRATION_EPISODE, (s, e) -> bindEpisode(s, e, interval), connection, execution);
+  }
 
   public static Sink<GeofenceTrigger> triggers(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
     return sink(UPSERT_TRIGGER, JdbcOutputs::bindTrigger, connection, execution);
@@ -65,6 +100,41 @@ public final class JdbcOutputs {
   public static Sink<Long> heartbeats(JdbcConnectionOptions sourceDatabase, String heartbeatSql) {
     return sink(heartbeatSql, (statement, tick) -> { }, sourceDatabase,
         JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build());
+  }
+
+  static void bindEpisode(PreparedStatement s, HydrationEpisode e, String retention) throws SQLException {
+    int i = 1;
+    s.setString(i++, retention);
+    s.setString(i++, e.jobName);
+    s.setString(i++, e.jobId);
+    s.setInt(i++, e.subtask);
+    s.setInt(i++, e.attempt);
+    s.setInt(i++, e.keyGroupStart);
+    s.setInt(i++, e.keyGroupEnd);
+    s.setString(i++, e.startMode);
+    s.setString(i++, e.restoredFrom);
+    s.setTimestamp(i++, new Timestamp(e.installedAt));
+    setTime(s, i++, e.restoredAt);
+    setTime(s, i++, e.indexedAt);
+    setTime(s, i++, e.hydratedAt);
+    s.setString(i++, e.restoredLsn);
+    setTime(s, i++, e.restoredCommitTime);
+    s.setLong(i++, e.editsReplayed);
+    s.setLong(i++, e.editsCoalesced);
+    s.setString(i++, e.gapCheck);
+    s.setString(i++, e.gapReason);
+    s.setLong(i++, e.fencesLoaded);
+    s.setObject(i++, e.fencesExpected, Types.BIGINT);
+    s.setObject(i++, e.checksumMatch, Types.BOOLEAN);
+    s.setLong(i, e.peakHeapBytes);
+  }
+
+  private static void setTime(PreparedStatement s, int index, long millis) throws SQLException {
+    if (millis == 0) {
+      s.setNull(index, Types.TIMESTAMP);
+    } else {
+      s.setTimestamp(index, new Timestamp(millis));
+    }
   }
 
   static void bindTrigger(PreparedStatement s, GeofenceTrigger t) throws SQLException {
@@ -101,11 +171,7 @@ public final class JdbcOutputs {
     s.setString(6, d.reason);
     s.setString(7, d.detail);
     s.setString(8, d.payload);
-    if (d.eventTime == 0) {
-      s.setNull(9, Types.TIMESTAMP);
-    } else {
-      s.setTimestamp(9, new Timestamp(d.eventTime));
-    }
+    setTime(s, 9, d.eventTime);
     s.setTimestamp(10, new Timestamp(d.recordedAt));
   }
 

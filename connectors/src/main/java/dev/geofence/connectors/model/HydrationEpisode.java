@@ -1,0 +1,43 @@
+package dev.geofence.connectors.model;
+
+/**
+ * One warm-up of one subtask's fence index (a fresh start, a restore, a rebuild): a row of {@code
+ * hydration_history}. Times are epoch milliseconds, 0 when the phase was not reached. A Flink POJO.
+ */
+public class HydrationEpisode {
+
+  public String jobName;
+  public String jobId;
+  public int subtask;
+  public int attempt;
+  public int keyGroupStart;
+  public int keyGroupEnd;
+  /** {@code fresh}, {@code checkpoint} or {@code savepoint}. */
+  public String startMode;
+  /** The checkpoint id or savepoint path restored from; null for a fresh start. */
+  public String restoredFrom;
+  public long installedAt;
+  public long restoredAt;
+  public long indexedAt;
+  public long hydratedAt;
+  /** The restored stream position, as PostgreSQL writes LSNs; null for a fresh start. */
+  public String restoredLsn;
+  public long restoredCommitTime;
+  public long editsReplayed;
+  public long editsCoalesced;
+  /** {@code covered}, {@code gap}, {@code not-needed} (fresh start) or {@code unreachable}. */
+  public String gapCheck;
+  public String gapReason;
+  public long fencesLoaded;
+  /** Null when the source's count was not read. */
+  public Long fencesExpected;
+  public Boolean checksumMatch;
+  public long peakHeapBytes;
+
+  public HydrationEpisode() {}
+
+  @Override
+  public String toString() {
+    return "HydrationEpisode{" + jobName + "#" + subtask + " " + startMode + " installed " + installedAt + ", gap check " + gapCheck + "}";
+  }
+}

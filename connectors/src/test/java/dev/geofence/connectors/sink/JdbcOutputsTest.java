@@ -1,0 +1,135 @@
+package dev.geofence.connectors.sink;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.geofence.connectors.model.DeadLetter;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.model.TriggerKind;
+import dev.geofence.connectors.source.Migrations;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
+import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The output sinks against a real PostgreSQL: upserts on the keys, presence deletes, pruning. */
+class JdbcOutputsTest {
+
+  private static EmbeddedPostgres postgres;
+  private static JdbcConnectionOptions connection;
+  private static final JdbcExecutionOptions BATCHES = JdbcExecutionOptions.builder().withBatchSize(3).build();
+
+  @BeforeAll
+  static void start() throws Exception {
+    postgres = EmbeddedPostgres.builder().start();
+    try (Connection c = postgres.getPostgresDatabase().getConnection()) {
+      Migrations.applyOutputs(c);
+    }
+    connection = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .withUrl("jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres")
+        .withUsername("postgres").withDriverName("org.postgresql.Driver").build();
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    postgres.close();
+  }
+
+  @Test
+  void replayedTriggersAndLettersAreWrittenOnce() throws Exception {
+    GeofenceTrigger enter = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, 1000, 1, 2, 3, "t", 5000);
+    GeofenceTrigger replayed = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, 1000, 1, 2, 3, "t", 9000);
+    GeofenceTrigger exit = new GeofenceTrigger("o1", "f1", TriggerKind.EXIT, 2000, Double.NaN, Double.NaN, 4, null, 9000);
+    write(JdbcOutputs.triggers(connection, BATCHES), GeofenceTrigger.class, enter, replayed, exit, enter);
+    assertThat(rows("SELECT kind || ' ' || coalesce(lon::text, 'null') || ' ' || (extract(epoch FROM emitted_at) * 1000)::bigint FROM geofence_triggers"))
+        .containsExactlyInAnyOrder("ENTER 1 5000", "EXIT null 9000");
+
+    DeadLetter letter = new DeadLetter("location", "o9", 0, "ERROR", "MALFORMED_JSON", "not JSON", "{", 0, 1);
+    DeadLetter again = new DeadLetter("location", "o9", 0, "ERROR", "MALFORMED_JSON", "not JSON", "{", 0, 2);
+    write(JdbcOutputs.deadLetters(connection, BATCHES), DeadLetter.class, letter, again);
+    assertThat(rows("SELECT reason || ' ' || coalesce(event_time::text, 'null') FROM geofence_dead_letters"))
+        .containsExactly("MALFORMED_JSON null");
+  }
+
+  @Test
+  void presenceRowsComeOnEnterAndGoOnExitInOrder() throws Exception {
+    write(JdbcOutputs.presence(connection, BATCHES), GeofenceTrigger.class,
+        new GeofenceTrigger("p1", "a", TriggerKind.ENTER, 100, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p1", "b", TriggerKind.ENTER, 100, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p1", "a", TriggerKind.EXIT, 200, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, 300, 0, 0, 2, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.EXIT, 400, 0, 0, 2, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, 500, 0, 0, 3, null, 0));
+    assertThat(rows("SELECT object_id || ' ' || fence_id || ' ' || (extract(epoch FROM entered_at) * 1000)::bigint || ' ' || fence_seq FROM geofence_presence"))
+        .containsExactlyInAnyOrder("p1 b 100 1", "p2 a 500 3");
+  }
+
+  @Test
+  void hydrationEpisodesUpsertOnTheirKeyAndOldOnesArePruned() throws Exception {
+    try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+      s.execute("INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
+          + " installed_at, gap_check) VALUES ('old', 'x', 0, 0, 0, 127, 'fresh', now() - interval '40 days', 'not-needed')");
+    }
+    HydrationEpisode started = episode(0);
+    HydrationEpisode hydrated = episode(0);
+    hydrated.hydratedAt = hydrated.installedAt + 1500;
+    hydrated.fencesLoaded = 1000;
+    hydrated.fencesExpected = 1000L;
+    hydrated.checksumMatch = true;
+    write(JdbcOutputs.hydrationHistory(connection, BATCHES, JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
+        HydrationEpisode.class, started, hydrated, episode(1), hydrated);
+    assertThat(rows("SELECT job_name || ' ' || subtask || ' ' || coalesce(fences_loaded::text, '') || ' ' || coalesce(checksum_match::text, 'null')"
+        + " || ' ' || (hydrated_at IS NOT NULL) FROM hydration_history"))
+        .as("one row per (job, subtask, installed at); the 40-day-old row pruned")
+        .containsExactlyInAnyOrder("geofence 0 1000 true true", "geofence 1 0 null false");
+    assertThatThrownBy(() -> JdbcOutputs.hydrationHistory(connection, BATCHES, Duration.ZERO))
+        .hasMessageContaining("retention must be positive");
+  }
+
+  private static final long INSTALLED_AT = System.currentTimeMillis() / 1000 * 1000;
+
+  private static HydrationEpisode episode(int subtask) {
+    HydrationEpisode e = new HydrationEpisode();
+    e.jobName = "geofence";
+    e.jobId = "0123";
+    e.subtask = subtask;
+    e.keyGroupStart = subtask * 64;
+    e.keyGroupEnd = subtask * 64 + 63;
+    e.startMode = "savepoint";
+    e.restoredFrom = "file:///savepoints/sp-1";
+    e.installedAt = INSTALLED_AT;
+    e.restoredLsn = "0/16B3748";
+    e.gapCheck = "covered";
+    return e;
+  }
+
+  @SafeVarargs
+  private static <T> void write(Sink<T> sink, Class<T> type, T... elements) throws Exception {
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    env.setParallelism(1);
+    env.fromData(TypeInformation.of(type), elements).sinkTo(sink);
+    env.execute();
+  }
+
+  private static List<String> rows(String sql) throws Exception {
+    List<String> rows = new ArrayList<>();
+    try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement(); ResultSet r = s.executeQuery(sql)) {
+      while (r.next()) {
+        rows.add(r.getString(1));
+      }
+    }
+    return rows;
+  }
+}
