@@ -54,35 +54,7 @@ import org.locationtech.jts.io.WKBWriter;
  * inserted, reshaped and deleted through SQL while objects move; the triggers, presence and
  * dead-letter tables must equal an oracle computed independently (JTS) over the same history.
  */
-class GeofenceJobITCase {
-
-  @RegisterExtension
-  static final MiniClusterExtension FLINK = new MiniClusterExtension(
-      new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4).build());
-
-  private static EmbeddedPostgres postgres;
-  private static final GeometryFactory JTS = new GeometryFactory();
-
-  @TempDir Path temp;
-
-  @BeforeAll
-  static void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder()
-        .setServerConfig("wal_level", "logical")
-        .setServerConfig("max_replication_slots", "10")
-        .setServerConfig("max_wal_senders", "10")
-        .start();
-  }
-
-  @AfterAll
-  static void stopPostgres() throws Exception {
-    postgres.close();
-  }
-
-  /** What the oracle knows of a fence: its JTS shape, or null once deleted. */
-  private final Map<String, Geometry> fences = new HashMap<>();
-  /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
-  private final Set<String> expected = new TreeSet<>();
+class GeofenceJobITCase extends EndToEndFixture {
 
   /**
    * The PostGIS server the PostGIS case runs against: {@code .ci/postgis.sh} starts one and CI sets
@@ -90,8 +62,6 @@ class GeofenceJobITCase {
    */
   static final String POSTGIS_URL = "GEOFENCE_POSTGIS_URL";
 
-  private boolean postgis;
-  private String password;
 
   @ParameterizedTest(name = "parallelism {0}, {1}, {2}")
   @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, hashmap, postgis"})
@@ -126,7 +96,7 @@ class GeofenceJobITCase {
       Path inbox = Files.createDirectories(temp.resolve("inbox"));
       JobClient job = start(url, "slot_" + column + "_p" + parallelism, inbox, parallelism, stateBackend);
       try {
-        awaitStreaming(db, "slot_" + column + "_p" + parallelism, inbox);
+        String sentinel = awaitStreaming(db, "slot_" + column + "_p" + parallelism, inbox);
         List<Location> all = new ArrayList<>();
         Map<String, Set<String>> inside = new HashMap<>();
 
@@ -158,7 +128,7 @@ class GeofenceJobITCase {
         assertThat(expected).as("the history exercises every kind of trigger")
             .anyMatch(t -> t.contains(" ENTER ")).anyMatch(t -> t.endsWith(" EXIT delete"))
             .anyMatch(t -> t.contains(" EXIT ") && !t.endsWith("delete"));
-        inside.put("sentinel", Set.of("sentinel"));
+        inside.put(sentinel, Set.of("sentinel"));
         assertThat(presence(db)).isEqualTo(flatten(inside));
         expectedLetters.addAll(List.of("location o-bad ERROR BAD_TIMESTAMP", "location null ERROR MALFORMED_JSON"));
         assertThat(deadLetters(db, expectedLetters.size())).containsExactlyInAnyOrderElementsOf(expectedLetters);
@@ -166,212 +136,6 @@ class GeofenceJobITCase {
         job.cancel().get();
       }
     }
-  }
-
-  // ---- the job ----------------------------------------------------------------------------------
-
-  private JobClient start(String url, String slot, Path inbox, int parallelism, String stateBackend) throws Exception {
-    Configuration config = new Configuration();
-    config.set(StateBackendOptions.STATE_BACKEND, stateBackend);
-    config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
-    env.setParallelism(parallelism);
-    env.enableCheckpointing(1000);
-    FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(url).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
-    JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
-    JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(100).withBatchIntervalMs(200).build();
-    GeofenceJob.build(env,
-        new GeofenceJob.Endpoints(
-            FenceSource.create(source),
-            LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
-            JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300)),
-        JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
-    return env.executeAsync("geofence-it");
-  }
-
-  /**
-   * Waits until the job evaluates locations against the streamed fences: a sentinel object enters
-   * a sentinel fence. The fence clock moves only with stream records, which come after the initial
-   * snapshot, so the ENTER proves the snapshot is loaded. (Locations older than the snapshot can
-   * only be evaluated against it.)
-   */
-  private void awaitStreaming(Connection db, String slot, Path inbox) throws Exception {
-    long deadline = System.currentTimeMillis() + 120_000;
-    while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'") == 0) {
-      if (System.currentTimeMillis() > deadline) {
-        throw new AssertionError("the CDC source never created its slot");
-      }
-      Thread.sleep(200);
-    }
-    upsertFence(db, "sentinel", JTS.toGeometry(new org.locationtech.jts.geom.Envelope(100, 101, 50, 51)));
-    long t = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
-    writeLines(inbox, List.of(LocationJson.format(new Location("sentinel", t, 100.5, 50.5, null))));
-    expected.add("sentinel sentinel ENTER " + t);
-    while (queryLong(db, "SELECT count(*) FROM geofence_triggers WHERE object_id = 'sentinel'") == 0) {
-      if (System.currentTimeMillis() > deadline) {
-        throw new AssertionError("the job never evaluated the sentinel location");
-      }
-      Thread.sleep(200);
-    }
-  }
-
-  // ---- history ------------------------------------------------------------------------------------
-
-  /**
-   * Twenty objects, ten steps each, timestamped after every fence edit so far has committed; the
-   * oracle's membership map is advanced as the job's should be.
-   */
-  private List<Location> moveObjects(Connection db, Path inbox, SplittableRandom random, int phase, Map<String, Set<String>> inside)
-      throws Exception {
-    long start = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
-    List<Location> locations = new ArrayList<>();
-    List<String> lines = new ArrayList<>();
-    for (int step = 0; step < 10; step++) {
-      for (int o = 0; o < 20; o++) {
-        Location l = new Location("object-" + o, start + step * 10 + o % 7, random.nextDouble(-0.5, 10.5), random.nextDouble(-0.5, 10.5), null);
-        locations.add(l);
-        lines.add(LocationJson.format(l));
-      }
-    }
-    writeLines(inbox, lines);
-    evaluate(locations, inside);
-    return locations;
-  }
-
-  private void upsertFence(Connection db, String id, Geometry shape) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, " + geometryParameter()
-        + ") ON CONFLICT (id) DO UPDATE SET geom = excluded.geom")) {
-      s.setString(1, id);
-      s.setBytes(2, new WKBWriter().write(shape));
-      s.execute();
-    }
-    fences.put(id, shape);
-  }
-
-  private void deleteFence(Connection db, String id) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("DELETE FROM fences WHERE id = ?")) {
-      s.setString(1, id);
-      s.execute();
-    }
-    fences.put(id, null);
-  }
-
-  private String geometryParameter() {
-    return postgis ? "ST_GeomFromWKB(?, 4326)" : "?";
-  }
-
-  /** A bad geometry: WKT for PostGIS (which parses what it stores), raw bytes for bytea. */
-  private void insertRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
-    try (PreparedStatement s = db.prepareStatement(
-        "INSERT INTO fences (id, geom) VALUES (?, " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + ")")) {
-      s.setString(1, id);
-      if (postgis) {
-        s.setString(2, wkt);
-      } else {
-        s.setBytes(2, wkb);
-      }
-      s.execute();
-    }
-  }
-
-  private void updateRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
-    try (PreparedStatement s = db.prepareStatement(
-        "UPDATE fences SET geom = " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + " WHERE id = ?")) {
-      if (postgis) {
-        s.setString(1, wkt);
-      } else {
-        s.setBytes(1, wkb);
-      }
-      s.setString(2, id);
-      s.execute();
-    }
-  }
-
-  private static void writeLines(Path inbox, List<String> lines) throws Exception {
-    Path staged = Files.createTempFile(inbox.getParent(), "locations", ".jsonl");
-    Files.write(staged, lines);
-    Files.move(staged, inbox.resolve(staged.getFileName()), StandardCopyOption.ATOMIC_MOVE);
-  }
-
-  /** Waits until the database clock is past every location so far, so later edits come after them. */
-  private static void awaitClockPast(Connection db, List<Location> locations) throws Exception {
-    long last = locations.stream().mapToLong(l -> l.timestamp).max().orElse(0);
-    while (queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") <= last + 10) {
-      Thread.sleep(20);
-    }
-  }
-
-  // ---- the oracle ---------------------------------------------------------------------------------
-
-  /**
-   * The oracle: evaluates locations in time order against the fences in force (JTS covers) and
-   * keeps each object's membership, as DESIGN section 5 defines ENTER and EXIT.
-   */
-  private void evaluate(List<Location> locations, Map<String, Set<String>> inside) {
-    Map<String, PreparedGeometry> prepared = new HashMap<>();
-    fences.forEach((id, shape) -> {
-      if (shape != null) {
-        prepared.put(id, PreparedGeometryFactory.prepare(shape));
-      }
-    });
-    List<Location> ordered = new ArrayList<>(locations);
-    ordered.sort((a, b) -> Long.compare(a.timestamp, b.timestamp));
-    for (Location l : ordered) {
-      Set<String> now = new HashSet<>();
-      prepared.forEach((id, fence) -> {
-        if (fence.covers(JTS.createPoint(new Coordinate(l.lon, l.lat)))) {
-          now.add(id);
-        }
-      });
-      Set<String> before = inside.getOrDefault(l.objectId, Set.of());
-      now.stream().filter(f -> !before.contains(f)).forEach(f -> expected.add(l.objectId + " " + f + " ENTER " + l.timestamp));
-      before.stream().filter(f -> !now.contains(f)).forEach(f -> expected.add(l.objectId + " " + f + " EXIT " + l.timestamp));
-      inside.put(l.objectId, now);
-    }
-  }
-
-  private Set<String> awaitTriggers(Connection db, int count) throws Exception {
-    long deadline = System.currentTimeMillis() + 120_000;
-    Set<String> rows = new TreeSet<>();
-    while (System.currentTimeMillis() < deadline) {
-      rows.clear();
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-          "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
-        while (r.next()) {
-          rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + (r.getBoolean(4) ? "delete" : r.getLong(5)));
-        }
-      }
-      if (rows.size() >= count) {
-        Thread.sleep(1000); // and no more than that
-        return awaitStable(db, rows);
-      }
-      Thread.sleep(300);
-    }
-    return rows;
-  }
-
-  private Set<String> awaitStable(Connection db, Set<String> rows) throws Exception {
-    Set<String> again = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-        "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
-      while (r.next()) {
-        again.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + (r.getBoolean(4) ? "delete" : r.getLong(5)));
-      }
-    }
-    return again;
-  }
-
-  private static Set<String> presence(Connection db) throws Exception {
-    Set<String> rows = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT object_id, fence_id FROM geofence_presence")) {
-      while (r.next()) {
-        rows.add(r.getString(1) + " " + r.getString(2));
-      }
-    }
-    return rows;
   }
 
   /**
@@ -438,28 +202,4 @@ class GeofenceJobITCase {
     return rows;
   }
 
-  private static Set<String> flatten(Map<String, Set<String>> inside) {
-    Set<String> rows = new TreeSet<>();
-    inside.forEach((object, fenceIds) -> fenceIds.forEach(f -> rows.add(object + " " + f)));
-    return rows;
-  }
-
-  private static long queryLong(Connection db, String sql) throws Exception {
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
-      r.next();
-      return r.getLong(1);
-    }
-  }
-
-  private static Geometry star(SplittableRandom random, double cx, double cy, double radius) {
-    int n = 6 + random.nextInt(40);
-    Coordinate[] ring = new Coordinate[n + 1];
-    for (int i = 0; i < n; i++) {
-      double angle = 2 * Math.PI * (i + 0.8 * random.nextDouble()) / n;
-      double r = radius * (0.4 + 0.6 * random.nextDouble());
-      ring[i] = new Coordinate(cx + r * Math.cos(angle), cy + r * Math.sin(angle));
-    }
-    ring[n] = ring[0].copy();
-    return JTS.createPolygon(ring);
-  }
 }

@@ -22,7 +22,9 @@ import java.util.Set;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -40,7 +42,7 @@ public final class GeofenceCommand {
   private static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "debezium.");
+      "invalid-polygons", "heartbeat-interval", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
@@ -66,6 +68,10 @@ public final class GeofenceCommand {
       "  --geometry-format NAME      wkb (PostGIS geometry or bytea), wkt or geojson (default wkb)",
       "  --invalid-polygons POLICY   repair (default) or reject",
       "  --heartbeat-interval D      how often the source's heartbeat advances the fence clock (default 1s)",
+      "  --from-savepoint PATH       restore from this savepoint (java -jar; on a cluster use flink run -s)",
+      "  --savepoint-dir URI         default target of savepoints, e.g. file:///var/geofence/savepoints",
+      "  --rest-port P               REST port of the embedded cluster under java -jar (default 8081), so",
+      "                              it can be stopped with a savepoint through Flink's REST API",
       "  --debezium.KEY VALUE        passed to Debezium as KEY",
       "",
       "Durations: 500ms, 10s, 5m, 1h.");
@@ -135,6 +141,18 @@ public final class GeofenceCommand {
 
     Configuration config = new Configuration(base);
     config.set(StateBackendOptions.STATE_BACKEND, stateBackend(options.get("state-backend", "hashmap")));
+    String savepoint = options.get("from-savepoint", null);
+    if (savepoint != null) {
+      config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
+    }
+    String savepointDir = options.get("savepoint-dir", null);
+    if (savepointDir != null) {
+      config.set(CheckpointingOptions.SAVEPOINT_DIRECTORY, savepointDir);
+    }
+    int restPort = options.getInt("rest-port", -1);
+    if (restPort > 0) {
+      config.set(RestOptions.PORT, restPort);
+    }
     String checkpointDir = options.get("checkpoint-dir", null);
     if (checkpointDir != null) {
       config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpointDir);
