@@ -323,14 +323,50 @@ abstract class EndToEndFixture {
   }
 
   static Geometry star(SplittableRandom random, double cx, double cy, double radius) {
-    int n = 6 + random.nextInt(40);
-    Coordinate[] ring = new Coordinate[n + 1];
-    for (int i = 0; i < n; i++) {
-      double angle = 2 * Math.PI * (i + 0.8 * random.nextDouble()) / n;
-      double r = radius * (0.4 + 0.6 * random.nextDouble());
-      ring[i] = new Coordinate(cx + r * Math.cos(angle), cy + r * Math.sin(angle));
+    return GeneratedFences.star(random, cx, cy, radius, 6 + random.nextInt(40));
+  }
+
+  /** Reshapes and moves fences {@code from} to {@code to - 1}. */
+  void reshapeFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
+    for (int i = from; i < to; i++) {
+      upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
     }
-    ring[n] = ring[0].copy();
-    return JTS.createPolygon(ring);
+  }
+
+  /** Deletes fences {@code from} to {@code to - 1}; objects inside them are expected to EXIT. */
+  void deleteFences(Connection db, int from, int to, Map<String, Set<String>> inside) throws Exception {
+    for (int i = from; i < to; i++) {
+      for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
+        if (e.getValue().remove("fence-" + i)) {
+          expected.add(e.getKey() + " fence-" + i + " EXIT delete");
+        }
+      }
+      deleteFence(db, "fence-" + i);
+    }
+  }
+
+  /** Creates fences {@code from} to {@code to - 1}, or re-creates them after a delete. */
+  void createFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
+    for (int i = from; i < to; i++) {
+      upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
+    }
+  }
+
+  /** A fresh database named {@code name} on the server, with the source and output migrations. */
+  static String createDatabase(String serverUrl, String password, String name, boolean postgis) throws Exception {
+    try (Connection admin = java.sql.DriverManager.getConnection(serverUrl, "postgres", password); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      s.execute("CREATE DATABASE " + name);
+    }
+    String url = serverUrl.substring(0, serverUrl.lastIndexOf('/') + 1) + name;
+    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
+      Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB);
+      Migrations.applyOutputs(db);
+    }
+    return url;
+  }
+
+  static String embeddedServerUrl() {
+    return "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
   }
 }

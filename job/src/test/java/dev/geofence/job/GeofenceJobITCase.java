@@ -62,32 +62,19 @@ class GeofenceJobITCase extends EndToEndFixture {
    */
   static final String POSTGIS_URL = "GEOFENCE_POSTGIS_URL";
 
-
   @ParameterizedTest(name = "parallelism {0}, {1}, {2}")
   @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, hashmap, postgis"})
   void triggersPresenceAndDeadLettersMatchTheOracle(int parallelism, String stateBackend, String column) throws Exception {
     postgis = column.equals("postgis");
-    String database = "geofence_" + column + "_p" + parallelism;
-    String server;
-    String password;
+    String server = embeddedServerUrl();
     if (postgis) {
       server = System.getenv(POSTGIS_URL);
       assertThat(server).as("%s must name a PostgreSQL with PostGIS and wal_level=logical, user postgres/postgres"
           + " (bash .ci/postgis.sh starts one: jdbc:postgresql://127.0.0.1:55432/postgres)", POSTGIS_URL).isNotBlank();
       password = "postgres";
-    } else {
-      server = "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
-      password = "";
     }
-    try (Connection admin = java.sql.DriverManager.getConnection(server, "postgres", password); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + database);
-    }
-    String url = server.substring(0, server.lastIndexOf('/') + 1) + database;
-    this.password = password;
+    String url = createDatabase(server, password, "geofence_" + column + "_p" + parallelism, postgis);
     try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
-      Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB);
-      Migrations.applyOutputs(db);
       SplittableRandom random = new SplittableRandom(parallelism);
       for (int i = 0; i < 40; i++) {
         upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
@@ -105,20 +92,9 @@ class GeofenceJobITCase extends EndToEndFixture {
         // Phase 2: reshape some fences, delete some (objects inside must EXIT), add some, and
         // send bad input: a bad new fence, a bad reshape (the old shape stays), a bad location.
         awaitClockPast(db, all);
-        for (int i = 0; i < 8; i++) {
-          upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-        }
-        for (int i = 8; i < 14; i++) {
-          for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
-            if (e.getValue().remove("fence-" + i)) {
-              expected.add(e.getKey() + " fence-" + i + " EXIT delete");
-            }
-          }
-          deleteFence(db, "fence-" + i);
-        }
-        for (int i = 40; i < 46; i++) {
-          upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
-        }
+        reshapeFences(db, random, 0, 8);
+        deleteFences(db, 8, 14, inside);
+        createFences(db, random, 40, 46);
         List<String> expectedLetters = insertBadFences(db);
         writeLines(inbox, List.of("{\"object_id\": \"o-bad\", \"ts\": \"yesterday\", \"lon\": 1, \"lat\": 1}", "not json at all"));
         all.addAll(moveObjects(db, inbox, random, 2, inside));

@@ -27,15 +27,8 @@ class SavepointRestoreITCase extends EndToEndFixture {
 
   @Test
   void restoreCatchesUpOnEditsMadeWhileTheJobWasDown() throws Exception {
-    String database = "geofence_savepoint";
-    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + database);
-    }
-    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + database;
-    try (Connection db = postgres.getDatabase("postgres", database).getConnection()) {
-      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-      Migrations.applyOutputs(db);
+    String url = createDatabase(embeddedServerUrl(), "", "geofence_savepoint", false);
+    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
       SplittableRandom random = new SplittableRandom(11);
       for (int i = 0; i < 40; i++) {
         upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
@@ -54,23 +47,10 @@ class SavepointRestoreITCase extends EndToEndFixture {
       // While the job is down: reshape, delete (objects inside must EXIT once it is back), add,
       // and delete-then-re-create.
       awaitClockPast(db, all);
-      for (int i = 0; i < 6; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-      }
-      for (int i = 6; i < 14; i++) {
-        for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
-          if (e.getValue().remove("fence-" + i)) {
-            expected.add(e.getKey() + " fence-" + i + " EXIT delete");
-          }
-        }
-        deleteFence(db, "fence-" + i);
-      }
-      for (int i = 6; i < 9; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
-      }
-      for (int i = 40; i < 46; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
-      }
+      reshapeFences(db, random, 0, 6);
+      deleteFences(db, 6, 14, inside);
+      createFences(db, random, 6, 9);
+      createFences(db, random, 40, 46);
 
       JobClient second = start(url, "slot_savepoint", inbox, 3, "rocksdb", savepoint);
       try {

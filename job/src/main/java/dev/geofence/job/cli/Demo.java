@@ -25,8 +25,8 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
-import org.locationtech.jts.geom.Coordinate;
-import org.locationtech.jts.geom.GeometryFactory;
+import dev.geofence.job.GeneratedFences;
+import org.locationtech.jts.geom.Polygon;
 import org.locationtech.jts.io.WKBWriter;
 
 /**
@@ -52,8 +52,6 @@ final class Demo {
       "  --dir PATH        where PostgreSQL and the checkpoints live (default ./geofence-demo)",
       "  --parallelism N   job parallelism (default 2)",
       "  --duration D      stop after D, e.g. 2m (default: run until Ctrl-C)");
-
-  private static final GeometryFactory JTS = new GeometryFactory();
 
   private Demo() {}
 
@@ -159,18 +157,8 @@ final class Demo {
 
   /** A star-shaped fence somewhere in the box the generator's objects roam (0..10, 0..10). */
   private static byte[] star(SplittableRandom random) {
-    double cx = random.nextDouble(10);
-    double cy = random.nextDouble(10);
-    double radius = 0.05 + random.nextDouble(0.3);
-    int n = 12 + random.nextInt(60);
-    Coordinate[] ring = new Coordinate[n + 1];
-    for (int k = 0; k < n; k++) {
-      double angle = 2 * Math.PI * (k + 0.8 * random.nextDouble()) / n;
-      double r = radius * (0.5 + 0.5 * random.nextDouble());
-      ring[k] = new Coordinate(cx + r * Math.cos(angle), cy + r * Math.sin(angle));
-    }
-    ring[n] = ring[0].copy();
-    return new WKBWriter().write(JTS.createPolygon(ring));
+    Polygon star = GeneratedFences.star(random, random.nextDouble(10), random.nextDouble(10), 0.05 + random.nextDouble(0.3), 12 + random.nextInt(60));
+    return new WKBWriter().write(star);
   }
 
   private static void edit(Connection db, SplittableRandom random, PrintStream out) throws Exception {
