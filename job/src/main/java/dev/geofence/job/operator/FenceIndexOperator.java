@@ -52,8 +52,8 @@ import org.apache.flink.util.OutputTag;
  * <p><b>State.</b> Per fence, in keyed state: its stored version ({@link StoredFence}), the objects
  * inside it, and its edits not yet applied. In memory, rebuilt from keyed state on every start: the
  * {@link FenceSet} (versions, spatial index, checksum) and an object-to-fences map. Locations not
- * yet evaluated are kept in union operator state, written by subtask 0: every subtask holds the
- * same set at a checkpoint barrier (see below), so any one copy restores them all.
+ * yet evaluated, and the clock, are kept in union operator state, written by subtask 0: every
+ * subtask holds the same at a checkpoint barrier (see below), so any one copy restores them all.
  *
  * <p><b>Time.</b> A location with event time t is evaluated against the fences holding exactly the
  * edits committed at or before t. The operator's clock is its combined watermark: the fence
@@ -88,6 +88,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient MapState<String, Long> membersState;
   private transient ListState<FenceChange> pendingEditsState;
   private transient ListState<Location> pendingLocationsState;
+  private transient ListState<Long> clockState;
 
   private transient FenceSet fences;
   private transient FenceGeometryReader reader;
@@ -144,6 +145,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)));
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(Location.class)));
+    clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
 
     reader = new FenceGeometryReader(geometryOptions);
     fences = new FenceSet(new FenceIndex());
@@ -157,6 +159,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     restoreFromKeyedState();
     for (Location location : pendingLocationsState.get()) {
       pendingLocations.add(new PendingLocation(arrivals++, location));
+    }
+    // The clock goes on from where it was: a location that was late before the restore is late after.
+    for (Long restored : clockState.get()) {
+      clock = Math.max(clock, restored);
     }
   }
 
@@ -204,10 +210,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
     pendingLocationsState.clear();
+    clockState.clear();
     if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
       List<Location> pending = new ArrayList<>(pendingLocations.size());
       pendingLocations.forEach(p -> pending.add(p.location));
       pendingLocationsState.update(pending);
+      clockState.add(clock);
     }
   }
 

@@ -127,7 +127,12 @@ class FenceIndexOperatorTest {
       try (var harness = harness(2, subtask, backend)) {
         harness.initializeState(part);
         harness.open();
-        fences += ((FenceIndexOperator) harness.getOperator()).fences().index().size();
+        int held = ((FenceIndexOperator) harness.getOperator()).fences().index().size();
+        fences += held;
+        // The clock was restored (100): an older location is late and evaluated at once.
+        harness.processElement2(location("o2", 50, 5, 5), 50);
+        assertThat(triggers(harness)).hasSize(held).allMatch(t -> t.toString().startsWith("ENTER o2 "));
+        harness.getOutput().clear();
         // Inside already: no second ENTER; the pending location exits what this subtask holds.
         harness.processElement2(location("o1", 150, 5, 5), 150);
         watermark(harness, 300);
