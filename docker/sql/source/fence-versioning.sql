@@ -7,8 +7,9 @@
 -- (The change stream carries a delete's old row, so a reader gives the delete seq = old.seq + 1.)
 --
 -- fence_stats holds, in the same transaction as every edit, the live fence count and the XOR over
--- live fences of fence_hash(id, seq). Statement-level triggers with transition tables keep it at
--- one update per statement, so a bulk load of a million fences updates it once.
+-- live fences of fence_hash(id, seq); fence_bucket_stats the same per bucket. Statement-level
+-- triggers with transition tables keep them at one update per statement (and per bucket touched),
+-- so a bulk load of a million fences updates each row once.
 --
 -- Tables with other names: copy this file and rename fences, id and seq throughout.
 
@@ -27,6 +28,16 @@ CREATE TABLE IF NOT EXISTS fence_stats (
 );
 ALTER TABLE fence_stats REPLICA IDENTITY FULL;
 
+-- The same fingerprint per bucket of fences: bucket = the low 12 bits of the first 4 bytes of
+-- md5(id), 4096 buckets. The job maps bucket b onto Flink key group b mod max-parallelism, so each
+-- subtask can check its own fences against the buckets it owns, at the same LSN, from the stream.
+CREATE TABLE IF NOT EXISTS fence_bucket_stats (
+    bucket       int PRIMARY KEY CHECK (bucket BETWEEN 0 AND 4095),
+    fence_count  bigint NOT NULL,
+    checksum     bigint NOT NULL
+);
+ALTER TABLE fence_bucket_stats REPLICA IDENTITY FULL;
+
 -- The job's CDC source writes this row every heartbeat interval (Debezium's heartbeat.action.query)
 -- and reads it back from the stream: the commit times advance the fence stream's event-time clock
 -- while fences are idle, so locations are never held for longer than a heartbeat.
@@ -40,10 +51,18 @@ CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT ('x' || substr(md5(id || ':' || seq::text), 1, 16))::bit(64)::bigint $$;
 
+CREATE OR REPLACE FUNCTION fence_bucket(id text) RETURNS int
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ('x' || substr(md5(id), 1, 8))::bit(32)::int & 4095 $$;
+
 -- Counts whatever is already in the table, so the file can be applied to a loaded table too.
 INSERT INTO fence_stats (fence_count, checksum)
 SELECT count(*), coalesce(bit_xor(fence_hash(id, seq)), 0) FROM fences
 ON CONFLICT (id) DO NOTHING;
+INSERT INTO fence_bucket_stats (bucket, fence_count, checksum)
+SELECT fence_bucket(id), count(*), bit_xor(fence_hash(id, seq)) FROM fences GROUP BY 1
+ON CONFLICT (bucket) DO NOTHING;
+
 
 CREATE OR REPLACE FUNCTION fences_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,6 +81,10 @@ END $$;
 CREATE OR REPLACE FUNCTION fences_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM fence_tombstones t USING new_rows n WHERE t.id = n.id;
+    INSERT INTO fence_bucket_stats AS b (bucket, fence_count, checksum)
+    SELECT fence_bucket(id), count(*), bit_xor(fence_hash(id, seq)) FROM new_rows GROUP BY 1
+    ON CONFLICT (bucket) DO UPDATE SET fence_count = b.fence_count + excluded.fence_count,
+        checksum = b.checksum # excluded.checksum;
     UPDATE fence_stats SET
         fence_count = fence_count + (SELECT count(*) FROM new_rows),
         checksum = checksum # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM new_rows), 0),
@@ -71,6 +94,13 @@ END $$;
 
 CREATE OR REPLACE FUNCTION fences_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- An id never changes (fences_version refuses it), so each bucket keeps its count.
+    UPDATE fence_bucket_stats b SET checksum = b.checksum # d.x
+    FROM (SELECT fence_bucket(id) AS bucket, bit_xor(h) AS x
+          FROM (SELECT id, fence_hash(id, seq) AS h FROM old_rows
+                UNION ALL SELECT id, fence_hash(id, seq) FROM new_rows) changed
+          GROUP BY 1) d
+    WHERE b.bucket = d.bucket;
     UPDATE fence_stats SET
         checksum = checksum
             # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM old_rows), 0)
@@ -84,6 +114,9 @@ BEGIN
     INSERT INTO fence_tombstones (id, seq)
     SELECT id, seq + 1 FROM old_rows
     ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, deleted_at = now();
+    UPDATE fence_bucket_stats b SET fence_count = b.fence_count - d.n, checksum = b.checksum # d.x
+    FROM (SELECT fence_bucket(id) AS bucket, count(*) AS n, bit_xor(fence_hash(id, seq)) AS x FROM old_rows GROUP BY 1) d
+    WHERE b.bucket = d.bucket;
     UPDATE fence_stats SET
         fence_count = fence_count - (SELECT count(*) FROM old_rows),
         checksum = checksum # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM old_rows), 0),
@@ -125,6 +158,6 @@ CREATE TRIGGER fences_no_truncate BEFORE TRUNCATE ON fences
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'geofence_publication') THEN
-        CREATE PUBLICATION geofence_publication FOR TABLE fences, fence_stats, fence_heartbeat;
+        CREATE PUBLICATION geofence_publication FOR TABLE fences, fence_stats, fence_bucket_stats, fence_heartbeat;
     END IF;
 END $$;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.geofence.connectors.source.Migrations.GeometryColumn;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
@@ -50,7 +51,7 @@ class SourceMigrationTest {
   void freshSchema() throws Exception {
     connection = postgres.getPostgresDatabase().getConnection();
     try (Statement s = connection.createStatement()) {
-      s.execute("DROP TABLE IF EXISTS fences, fence_tombstones, fence_stats, fence_heartbeat CASCADE; DROP PUBLICATION IF EXISTS geofence_publication");
+      s.execute("DROP TABLE IF EXISTS fences, fence_tombstones, fence_stats, fence_bucket_stats, fence_heartbeat CASCADE; DROP PUBLICATION IF EXISTS geofence_publication");
     }
     Migrations.applySource(connection, GeometryColumn.WKB);
   }
@@ -118,6 +119,11 @@ class SourceMigrationTest {
       FenceChecksum expected = new FenceChecksum();
       live.forEach(expected::add);
       assertThat(stats()).as("step %d", step).containsExactly(expected.count(), expected.checksum());
+      Map<Integer, FenceChecksum> byBucket = new HashMap<>();
+      live.forEach((id, seq) -> byBucket.computeIfAbsent(FenceBuckets.of(id), b -> new FenceChecksum()).add(id, seq));
+      Map<Integer, List<Long>> expectedBuckets = new HashMap<>();
+      byBucket.forEach((bucket, c) -> expectedBuckets.put(bucket, List.of(c.count(), c.checksum())));
+      assertThat(bucketStats()).as("step %d", step).isEqualTo(expectedBuckets);
     }
     assertThat(live).hasSizeGreaterThan(20);
     assertThat(tombstones).hasSizeGreaterThan(20);
@@ -131,6 +137,8 @@ class SourceMigrationTest {
     // Counts of this transaction so far, visible at once (unlike the cumulative statistics).
     assertThat(queryLong("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'fence_stats'"))
         .isEqualTo(2);
+    assertThat(queryLong("SELECT n_tup_ins + n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'fence_bucket_stats'"))
+        .as("each bucket row written once per statement").isLessThanOrEqualTo(2 * 4096);
     connection.commit();
     connection.setAutoCommit(true);
     assertThat(stats())
@@ -186,6 +194,18 @@ class SourceMigrationTest {
         ResultSet r = s.executeQuery(sql)) {
       while (r.next()) {
         rows.put(r.getString(1), r.getLong(2));
+      }
+    }
+    return rows;
+  }
+
+  /** The bucket fingerprints, leaving out buckets that have emptied (count and checksum 0). */
+  private Map<Integer, List<Long>> bucketStats() throws SQLException {
+    Map<Integer, List<Long>> rows = new HashMap<>();
+    try (Statement s = connection.createStatement();
+        ResultSet r = s.executeQuery("SELECT bucket, fence_count, checksum FROM fence_bucket_stats WHERE fence_count <> 0 OR checksum <> 0")) {
+      while (r.next()) {
+        rows.put(r.getInt(1), List.of(r.getLong(2), r.getLong(3)));
       }
     }
     return rows;

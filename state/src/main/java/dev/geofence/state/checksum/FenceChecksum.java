@@ -1,9 +1,5 @@
 package dev.geofence.state.checksum;
 
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-
 /**
  * The order-independent fingerprint of a fence set that the source of truth keeps in {@code
  * fence_stats}: the number of live fences and the XOR over them of {@link #hash(String, long)}.
@@ -15,16 +11,6 @@ import java.security.NoSuchAlgorithmException;
  */
 public final class FenceChecksum {
 
-  private static final ThreadLocal<MessageDigest> MD5 =
-      ThreadLocal.withInitial(
-          () -> {
-            try {
-              return MessageDigest.getInstance("MD5");
-            } catch (NoSuchAlgorithmException e) {
-              throw new IllegalStateException("every Java platform must provide MD5", e);
-            }
-          });
-
   private long count;
   private long checksum;
 
@@ -34,13 +20,7 @@ public final class FenceChecksum {
    * The id is hashed as UTF-8, the server encoding the migration requires.
    */
   public static long hash(String id, long seq) {
-    byte[] digest =
-        MD5.get().digest((id + ':' + seq).getBytes(StandardCharsets.UTF_8));
-    long h = 0;
-    for (int i = 0; i < 8; i++) {
-      h = (h << 8) | (digest[i] & 0xFF);
-    }
-    return h;
+    return Md5.firstBytes(id + ':' + seq, 8);
   }
 
   /** Adds a live fence version. */

@@ -15,6 +15,9 @@ class FenceChecksumTest {
   /** The SQL form of h(id, seq) given by the source-of-truth contract. */
   private static final String H = "('x' || substr(md5(id || ':' || seq::text), 1, 16))::bit(64)::bigint";
 
+  /** The SQL form of the bucket, as the migration's fence_bucket(id) computes it. */
+  private static final String BUCKET = "('x' || substr(md5(id), 1, 8))::bit(32)::int & 4095";
+
   @Test
   void hashHasTheContractsCheckValue() {
     assertThat(FenceChecksum.hash("fence-1", 1)).isEqualTo(-9123025917352333894L);
@@ -35,7 +38,7 @@ class FenceChecksumTest {
   }
 
   @Test
-  void hashAndXorAggregateEqualWhatPostgresComputes() throws Exception {
+  void hashBucketAndXorAggregateEqualWhatPostgresComputes() throws Exception {
     SplittableRandom random = new SplittableRandom(5);
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start();
         Connection c = pg.getPostgresDatabase().getConnection()) {
@@ -61,12 +64,13 @@ class FenceChecksumTest {
         insert.executeBatch();
       }
       try (Statement s = c.createStatement();
-          ResultSet rows = s.executeQuery("SELECT id, seq, " + H + " FROM f")) {
+          ResultSet rows = s.executeQuery("SELECT id, seq, " + H + ", " + BUCKET + " FROM f")) {
         int n = 0;
         while (rows.next()) {
           assertThat(FenceChecksum.hash(rows.getString(1), rows.getLong(2)))
               .as("h(%s, %d)", rows.getString(1), rows.getLong(2))
               .isEqualTo(rows.getLong(3));
+          assertThat(FenceBuckets.of(rows.getString(1))).as("bucket of %s", rows.getString(1)).isEqualTo(rows.getInt(4));
           n++;
         }
         assertThat(n).isEqualTo(5_000);
