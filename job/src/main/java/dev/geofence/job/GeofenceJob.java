@@ -5,6 +5,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceKey;
 import java.time.Duration;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
@@ -95,7 +96,7 @@ public final class GeofenceJob {
         .name("Location event time");
 
     SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
-        .keyBy(c -> c.fenceId)
+        .keyBy(c -> new FenceKey(c.fenceId), TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat()))

@@ -5,6 +5,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -49,7 +50,7 @@ import org.apache.flink.util.OutputTag;
  * The fence index operator: holds this subtask's fences (input 1, keyed by fence id) and evaluates
  * every location (input 2, broadcast to all subtasks) against them, emitting ENTER and EXIT.
  *
- * <p><b>State.</b> Per fence, in keyed state: its stored version ({@link StoredFence}), the objects
+ * <p><b>State.</b> Keyed by {@link FenceKey}, so a subtask owns whole buckets of fences. Per fence, in keyed state: its stored version ({@link StoredFence}), the objects
  * inside it, and its edits not yet applied. In memory, rebuilt from keyed state on every start: the
  * {@link FenceSet} (versions, spatial index, checksum) and an object-to-fences map. Locations not
  * yet evaluated, and the clock, are kept in union operator state, written by subtask 0: every
@@ -167,27 +168,27 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   private void restoreFromKeyedState() throws Exception {
-    KeyedStateBackend<String> backend = getKeyedStateBackend();
+    KeyedStateBackend<FenceKey> backend = getKeyedStateBackend();
     List<FenceEdit> stored = new ArrayList<>();
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ValueStateDescriptor<>("fence", StoredFenceSerializer.INSTANCE),
-        (String fenceId, ValueState<StoredFence> state) -> stored.add(state.value().asSnapshotEdit(fenceId)));
+        (FenceKey key, ValueState<StoredFence> state) -> stored.add(state.value().asSnapshotEdit(key.id)));
     stored.forEach(fences::apply);
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new MapStateDescriptor<>("members", Types.STRING, Types.LONG),
-        (String fenceId, MapState<String, Long> state) -> {
+        (FenceKey key, MapState<String, Long> state) -> {
           for (String objectId : state.keys()) {
-            fencesByObject.computeIfAbsent(objectId, o -> new HashSet<>()).add(fenceId);
+            fencesByObject.computeIfAbsent(objectId, o -> new HashSet<>()).add(key.id);
           }
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)),
-        (String fenceId, ListState<FenceChange> state) -> {
+        (FenceKey key, ListState<FenceChange> state) -> {
           for (FenceChange change : state.get()) {
-            pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, fenceId));
+            pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key.id));
           }
         });
   }
@@ -195,6 +196,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void open() throws Exception {
     super.open();
+    int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
+    if (FenceBuckets.COUNT % maxParallelism != 0) {
+      throw new IllegalStateException("the job's max parallelism must divide " + FenceBuckets.COUNT
+          + " (a power of two up to it), so that subtasks own whole fence buckets; it is " + maxParallelism);
+    }
     getMetricGroup().gauge("fences_loaded", () -> fences.checksum().count());
     getMetricGroup().gauge("pending_locations", () -> pendingLocations.size());
     getMetricGroup().gauge("pending_edits", () -> pendingEdits.size());
@@ -344,7 +350,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if (!before.contains(fenceId)) {
-        setCurrentKey(fenceId);
+        setCurrentKey(new FenceKey(fenceId));
         membersState.put(location.objectId, location.timestamp);
         emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
             location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
@@ -356,7 +362,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     Set<String> inside = new HashSet<>(covering);
     for (String fenceId : before) {
       if (!inside.contains(fenceId)) {
-        setCurrentKey(fenceId);
+        setCurrentKey(new FenceKey(fenceId));
         membersState.remove(location.objectId);
         emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
             location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
@@ -410,7 +416,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * other entries in the queue then find nothing left to apply.
    */
   private void applyPending(String fenceId, long time) throws Exception {
-    setCurrentKey(fenceId);
+    setCurrentKey(new FenceKey(fenceId));
     List<FenceChange> due = new ArrayList<>();
     List<FenceChange> keep = new ArrayList<>();
     for (FenceChange change : pendingEditsState.get()) {

@@ -10,7 +10,7 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -145,29 +145,29 @@ class FenceIndexOperatorTest {
 
   // ---- helpers ----------------------------------------------------------------------------------
 
-  private static KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> harness(
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask) throws Exception {
     return harness(parallelism, subtask, "hashmap");
   }
 
-  private static KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> harness(
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
         new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB),
-        (FenceChange change) -> change.fenceId, null, Types.STRING, 128, parallelism, subtask);
+        (FenceChange change) -> new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
     }
     return harness;
   }
 
-  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> h, long t)
+  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
       throws Exception {
     h.processBothWatermarks(new Watermark(t));
   }
 
   private static List<GeofenceTrigger> triggers(
-      KeyedTwoInputStreamOperatorTestHarness<String, FenceChange, Location, GeofenceTrigger> h) {
+      KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
     List<GeofenceTrigger> result = new ArrayList<>();
     ConcurrentLinkedQueue<Object> output = h.getOutput();
     for (Object o : output) {
