@@ -59,9 +59,14 @@ CREATE OR REPLACE FUNCTION fence_bucket(id text) RETURNS int
 INSERT INTO fence_stats (fence_count, checksum)
 SELECT count(*), coalesce(bit_xor(fence_hash(id, seq)), 0) FROM fences
 ON CONFLICT (id) DO NOTHING;
+-- Every bucket has its row from the start, so a subtask sees the fingerprint of every bucket it
+-- owns, empty ones included, and knows when it has seen them all.
 INSERT INTO fence_bucket_stats (bucket, fence_count, checksum)
-SELECT fence_bucket(id), count(*), bit_xor(fence_hash(id, seq)) FROM fences GROUP BY 1
+SELECT b, 0, 0 FROM generate_series(0, 4095) b
 ON CONFLICT (bucket) DO NOTHING;
+UPDATE fence_bucket_stats s SET fence_count = f.n, checksum = f.x
+FROM (SELECT fence_bucket(id) AS bucket, count(*) AS n, bit_xor(fence_hash(id, seq)) AS x FROM fences GROUP BY 1) f
+WHERE s.bucket = f.bucket AND s.fence_count = 0 AND s.checksum = 0;
 
 
 CREATE OR REPLACE FUNCTION fences_version() RETURNS trigger LANGUAGE plpgsql AS $$
