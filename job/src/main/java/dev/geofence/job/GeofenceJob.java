@@ -79,8 +79,8 @@ public final class GeofenceJob {
         .uid(FENCE_SOURCE_UID)
         .setParallelism(1);
     DataStream<FenceChange> edits = changes
-        .filter(c -> c.kind == FenceChange.Kind.FENCE)
-        .name("Fence edits")
+        .filter(c -> c.kind == FenceChange.Kind.FENCE || c.kind == FenceChange.Kind.BUCKET_STATS)
+        .name("Fence edits and bucket fingerprints")
         .setParallelism(1);
 
     SingleOutputStreamOperator<Location> locations = env
@@ -96,7 +96,8 @@ public final class GeofenceJob {
         .name("Location event time");
 
     SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
-        .keyBy(c -> new FenceKey(c.fenceId), TypeInformation.of(FenceKey.class))
+        .keyBy(c -> c.kind == FenceChange.Kind.FENCE ? new FenceKey(c.fenceId) : FenceKey.ofBucket(c.bucket),
+            TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat()))

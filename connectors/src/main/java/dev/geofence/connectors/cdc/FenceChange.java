@@ -13,6 +13,8 @@ public class FenceChange {
     FENCE,
     /** The source's {@code fence_stats} row after a transaction. */
     STATS,
+    /** One {@code fence_bucket_stats} row: the fingerprint of one bucket of fences. */
+    BUCKET_STATS,
     /** Progress only: the stream has reached {@link #commitTime}. */
     HEARTBEAT
   }
@@ -27,7 +29,9 @@ public class FenceChange {
   /** WKT/EWKT or GeoJSON text, or null when the column is binary. */
   public String geometryText;
   public String tenant;
-  /** For {@link Kind#STATS}: the live fence count and checksum. */
+  /** For {@link Kind#BUCKET_STATS}: the bucket. */
+  public int bucket;
+  /** For {@link Kind#STATS} and {@link Kind#BUCKET_STATS}: the live fence count and checksum. */
   public long fenceCount;
   public long checksum;
   /** The change's LSN; 0 for snapshot reads, which have none. */
@@ -52,6 +56,8 @@ public class FenceChange {
     switch (kind) {
       case STATS:
         return "STATS{count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
+      case BUCKET_STATS:
+        return "BUCKET_STATS{bucket=" + bucket + ", count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
       case HEARTBEAT:
         return "HEARTBEAT{t=" + commitTime + ", lsn=" + lsn + "}";
       default:

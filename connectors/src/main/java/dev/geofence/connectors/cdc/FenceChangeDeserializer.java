@@ -49,13 +49,17 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
       }
       return;
     }
-    if (columns.statsTable().equals(table)) {
+    boolean bucketStats = columns.bucketStatsTable().equals(table);
+    if (bucketStats || columns.statsTable().equals(table)) {
       Struct row = value.getStruct("after");
       if (row == null) {
         return;
       }
       FenceChange change = new FenceChange();
-      change.kind = FenceChange.Kind.STATS;
+      change.kind = bucketStats ? FenceChange.Kind.BUCKET_STATS : FenceChange.Kind.STATS;
+      if (bucketStats) {
+        change.bucket = row.getInt32("bucket");
+      }
       change.fenceCount = row.getInt64("fence_count");
       change.checksum = row.getInt64("checksum");
       change.lsn = lsn;

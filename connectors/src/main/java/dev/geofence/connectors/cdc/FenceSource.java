@@ -38,7 +38,8 @@ public final class FenceSource {
         .port(options.port())
         .database(options.database())
         .schemaList(schema)
-        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(), schema + "." + columns.heartbeatTable())
+        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(),
+            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable())
         .username(options.username())
         .password(options.password())
         .slotName(options.slotName())

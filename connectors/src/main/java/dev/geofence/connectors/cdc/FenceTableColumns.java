@@ -18,6 +18,7 @@ public final class FenceTableColumns implements Serializable {
   private final String fencesTable;
   private final String statsTable;
   private final String heartbeatTable;
+  private final String bucketStatsTable;
   private final String id;
   private final String seq;
   private final String geometry;
@@ -28,6 +29,7 @@ public final class FenceTableColumns implements Serializable {
     this.fencesTable = identifier("fences table", b.fencesTable);
     this.statsTable = identifier("stats table", b.statsTable);
     this.heartbeatTable = identifier("heartbeat table", b.heartbeatTable);
+    this.bucketStatsTable = identifier("bucket stats table", b.bucketStatsTable);
     this.id = identifier("id column", b.id);
     this.seq = identifier("seq column", b.seq);
     this.geometry = identifier("geometry column", b.geometry);
@@ -67,6 +69,11 @@ public final class FenceTableColumns implements Serializable {
     return heartbeatTable;
   }
 
+  /** The per-bucket fingerprints, {@code fence_bucket_stats}. */
+  public String bucketStatsTable() {
+    return bucketStatsTable;
+  }
+
   public String id() {
     return id;
   }
@@ -92,13 +99,14 @@ public final class FenceTableColumns implements Serializable {
     FenceTableColumns that = (FenceTableColumns) o;
     return schema.equals(that.schema) && fencesTable.equals(that.fencesTable) && statsTable.equals(that.statsTable)
         && heartbeatTable.equals(that.heartbeatTable)
+        && bucketStatsTable.equals(that.bucketStatsTable)
         && id.equals(that.id) && seq.equals(that.seq) && geometry.equals(that.geometry)
         && Objects.equals(tenant, that.tenant);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, id, seq, geometry, tenant);
+    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, bucketStatsTable, id, seq, geometry, tenant);
   }
 
   @Override
@@ -112,6 +120,7 @@ public final class FenceTableColumns implements Serializable {
     private String fencesTable = "fences";
     private String statsTable = "fence_stats";
     private String heartbeatTable = "fence_heartbeat";
+    private String bucketStatsTable = "fence_bucket_stats";
     private String id = "id";
     private String seq = "seq";
     private String geometry = "geom";

@@ -19,6 +19,8 @@ import java.util.Objects;
  */
 public final class FenceKey {
 
+  private static final String BUCKET_PREFIX = "\u0000bucket:";
+
   public String id;
   private transient int hash;
   private transient boolean hashed;
@@ -29,11 +31,32 @@ public final class FenceKey {
     this.id = Objects.requireNonNull(id, "fence id");
   }
 
+  /**
+   * The key of bucket {@code b}'s fingerprint record, in the same key group as the bucket's fences.
+   * Its id starts with NUL, which no fence id can (PostgreSQL text cannot hold it).
+   */
+  public static FenceKey ofBucket(int bucket) {
+    if (bucket < 0 || bucket >= FenceBuckets.COUNT) {
+      throw new IllegalArgumentException("bucket " + bucket + " is outside [0, " + FenceBuckets.COUNT + ")");
+    }
+    return new FenceKey(BUCKET_PREFIX + bucket);
+  }
+
+  /** The bucket this key belongs to. */
+  public int bucket() {
+    return id.startsWith(BUCKET_PREFIX) ? Integer.parseInt(id.substring(BUCKET_PREFIX.length())) : FenceBuckets.of(id);
+  }
+
+  /** Whether this is the key of a bucket's fingerprint record rather than of a fence. */
+  public boolean isBucket() {
+    return id.startsWith(BUCKET_PREFIX);
+  }
+
   @Override
   public int hashCode() {
     if (!hashed) {
       int spread = (id.hashCode() << 12) & 0x7FFFF000;
-      hash = murmurPreimage(spread | FenceBuckets.of(id));
+      hash = murmurPreimage(spread | bucket());
       hashed = true;
     }
     return hash;

@@ -40,6 +40,16 @@ class FenceKeyTest {
   }
 
   @Test
+  void aBucketsFingerprintKeyLandsWithItsFences() {
+    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
+      FenceKey key = FenceKey.ofBucket(bucket);
+      assertThat(key.isBucket()).isTrue();
+      assertThat(KeyGroupRangeAssignment.assignToKeyGroup(key, 128)).isEqualTo(bucket % 128);
+    }
+    assertThat(new FenceKey("fence-1").isBucket()).isFalse();
+  }
+
+  @Test
   void equalityIsTheId() {
     assertThat(new FenceKey("a")).isEqualTo(new FenceKey("a")).hasSameHashCodeAs(new FenceKey("a"));
     assertThat(new FenceKey("a")).isNotEqualTo(new FenceKey("b"));
