@@ -6,6 +6,7 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -35,6 +36,8 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
+import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyedStateBackend;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
@@ -88,14 +91,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ValueState<StoredFence> fenceState;
   private transient MapState<String, Long> membersState;
   private transient ListState<FenceChange> pendingEditsState;
-  private transient ListState<Location> pendingLocationsState;
+  private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
+  private transient ValueState<FenceChange> bucketStatsState;
 
   private transient FenceSet fences;
   private transient FenceGeometryReader reader;
   private transient Map<String, Set<String>> fencesByObject;
   private transient PriorityQueue<PendingEdit> pendingEdits;
-  private transient PriorityQueue<PendingLocation> pendingLocations;
+  private transient PriorityQueue<Held> pendingLocations;
+  private transient BucketFingerprints fingerprints;
+  private transient int maxParallelism;
+  private transient KeyGroupRange ownKeyGroups;
   private transient long arrivals;
   private transient long clock;
   private transient long lateLocations;
@@ -118,6 +125,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private static final class PendingEdit {
     final long time;
     final long arrival;
+    /** The id of the record's {@link FenceKey}. */
     final String fenceId;
 
     PendingEdit(long time, long arrival, String fenceId) {
@@ -127,13 +135,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
-  private static final class PendingLocation {
+  /** A location not evaluated yet: in arrival order, with the key groups it is owed to. */
+  private static final class Held {
     final long arrival;
     final Location location;
+    final int keyGroupStart;
+    final int keyGroupEnd;
 
-    PendingLocation(long arrival, Location location) {
+    Held(long arrival, Location location, int keyGroupStart, int keyGroupEnd) {
       this.arrival = arrival;
       this.location = location;
+      this.keyGroupStart = keyGroupStart;
+      this.keyGroupEnd = keyGroupEnd;
     }
   }
 
@@ -145,7 +158,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     pendingEditsState = context.getKeyedStateStore().getListState(
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)));
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
-        new ListStateDescriptor<>("pending-locations", TypeInformation.of(Location.class)));
+        new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
+    bucketStatsState = context.getKeyedStateStore().getState(
+        new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)));
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
 
     reader = new FenceGeometryReader(geometryOptions);
@@ -153,13 +168,21 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     fencesByObject = new HashMap<>();
     pendingEdits = new PriorityQueue<>(Comparator.<PendingEdit>comparingLong(e -> e.time).thenComparingLong(e -> e.arrival));
     pendingLocations = new PriorityQueue<>(
-        Comparator.<PendingLocation>comparingLong(p -> p.location.timestamp).thenComparingLong(p -> p.arrival));
+        Comparator.<Held>comparingLong(p -> p.location.timestamp).thenComparingLong(p -> p.arrival));
     clock = Long.MIN_VALUE;
+    maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
+    ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
+    fingerprints = new BucketFingerprints(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
 
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     restoreFromKeyedState();
-    for (Location location : pendingLocationsState.get()) {
-      pendingLocations.add(new PendingLocation(arrivals++, location));
+    // Each old subtask wrote what it still owed; take what is owed to key groups now ours.
+    for (PendingLocation owed : pendingLocationsState.get()) {
+      int start = Math.max(owed.keyGroupStart, ownKeyGroups.getStartKeyGroup());
+      int end = Math.min(owed.keyGroupEnd, ownKeyGroups.getEndKeyGroup());
+      if (start <= end) {
+        pendingLocations.add(new Held(arrivals++, owed.location, start, end));
+      }
     }
     // The clock goes on from where it was: a location that was late before the restore is late after.
     for (Long restored : clockState.get()) {
@@ -174,7 +197,16 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ValueStateDescriptor<>("fence", StoredFenceSerializer.INSTANCE),
         (FenceKey key, ValueState<StoredFence> state) -> stored.add(state.value().asSnapshotEdit(key.id)));
-    stored.forEach(fences::apply);
+    for (FenceEdit edit : stored) {
+      fences.apply(edit);
+      if (edit.kind() != EditKind.DELETE) {
+        fingerprints.add(edit.fenceId(), edit.seq());
+      }
+    }
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)),
+        (FenceKey key, ValueState<FenceChange> state) -> fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum));
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new MapStateDescriptor<>("members", Types.STRING, Types.LONG),
@@ -202,6 +234,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
           + " (a power of two up to it), so that subtasks own whole fence buckets; it is " + maxParallelism);
     }
     getMetricGroup().gauge("fences_loaded", () -> fences.checksum().count());
+    getMetricGroup().gauge("fences_expected", () -> fingerprints.expectedFences());
+    getMetricGroup().gauge("index_completeness", () -> fingerprints.completeness());
+    getMetricGroup().gauge("index_ready", () -> fingerprints.ready() ? 1 : 0);
+    getMetricGroup().gauge("buckets_unmatched", () -> fingerprints.unmatched());
     getMetricGroup().gauge("pending_locations", () -> pendingLocations.size());
     getMetricGroup().gauge("pending_edits", () -> pendingEdits.size());
     getMetricGroup().gauge("late_locations", () -> lateLocations);
@@ -215,14 +251,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
-    pendingLocationsState.clear();
-    clockState.clear();
-    if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
-      List<Location> pending = new ArrayList<>(pendingLocations.size());
-      pendingLocations.forEach(p -> pending.add(p.location));
-      pendingLocationsState.update(pending);
-      clockState.add(clock);
-    }
+    List<PendingLocation> pending = new ArrayList<>(pendingLocations.size());
+    pendingLocations.forEach(p -> pending.add(new PendingLocation(p.location, p.keyGroupStart, p.keyGroupEnd)));
+    pendingLocationsState.update(pending);
+    clockState.update(List.of(clock));
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -230,14 +262,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement1(StreamRecord<FenceChange> record) throws Exception {
     FenceChange change = record.getValue();
-    if (change.kind != FenceChange.Kind.FENCE) {
+    if (change.kind != FenceChange.Kind.FENCE && change.kind != FenceChange.Kind.BUCKET_STATS) {
       return;
     }
     if (change.snapshot || change.commitTime <= clock) {
+      boolean wasReady = fingerprints.ready();
       apply(List.of(change));
+      if (!wasReady && fingerprints.ready()) {
+        drainUpTo(clock);
+      }
     } else {
       pendingEditsState.add(change);
-      pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, change.fenceId));
+      // Queued under the record's key: a fence's id, or a bucket fingerprint's.
+      String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
+      pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key));
     }
   }
 
@@ -247,8 +285,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * that a delete's EXITs are never folded away by a later re-creation.
    */
   private void apply(List<FenceChange> changes) throws Exception {
+    boolean wasReady = fingerprints.ready();
     List<FenceEdit> run = new ArrayList<>();
     for (FenceChange change : changes) {
+      if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+        // A bucket's fingerprint: the newest wins; the current key is the bucket's.
+        bucketStatsState.update(change);
+        fingerprints.expect(change.bucket, change.fenceCount, change.checksum);
+        continue;
+      }
       FenceEdit edit = decode(change);
       run.add(edit);
       if (edit.kind() == EditKind.DELETE) {
@@ -259,14 +304,25 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
+    if (!wasReady && fingerprints.ready()) {
+      LOG.info("Fence index ready: {} fences in {} buckets match the source's fingerprints", fences.checksum().count(), fingerprints.ownedBuckets());
+    }
   }
 
   /** Seq-checks one coalesced edit, then updates keyed state and the index, and EXITs on delete. */
   private void applyCoalesced(CoalescedEdit coalesced) throws Exception {
     FenceEdit edit = coalesced.latest();
+    boolean wasLive = fences.isLive(edit.fenceId());
+    long storedSeq = fences.seqOf(edit.fenceId());
     EditOutcome outcome = fences.apply(coalesced);
     if (!outcome.changesState()) {
       return;
+    }
+    if (wasLive) {
+      fingerprints.remove(edit.fenceId(), storedSeq);
+    }
+    if (edit.kind() != EditKind.DELETE) {
+      fingerprints.add(edit.fenceId(), edit.seq());
     }
     if (outcome == EditOutcome.GAP) {
       LOG.warn("Seq gap on fence {}: edit {} arrived after stored seq; the change stream lost an edit", edit.fenceId(), edit.seq());
@@ -336,17 +392,26 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement2(StreamRecord<Location> record) throws Exception {
     Location location = record.getValue();
-    if (location.timestamp <= clock) {
+    if (location.timestamp <= clock && fingerprints.ready()) {
       lateLocations++;
-      evaluate(location);
+      evaluate(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     } else {
-      pendingLocations.add(new PendingLocation(arrivals++, location));
+      // Not due yet, or the index is not provably complete: held, in state, none lost.
+      pendingLocations.add(new Held(arrivals++, location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup()));
     }
   }
 
-  private void evaluate(Location location) throws Exception {
+  /**
+   * Evaluates a location against the fences of key groups {@code [start, end]}: all of this
+   * subtask's, except for a location a restore handed over for part of them.
+   */
+  private void evaluate(Location location, int start, int end) throws Exception {
     List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
     Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
+    if (start != ownKeyGroups.getStartKeyGroup() || end != ownKeyGroups.getEndKeyGroup()) {
+      evaluatePart(location, covering, before, start, end);
+      return;
+    }
     long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if (!before.contains(fenceId)) {
@@ -375,6 +440,43 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
+  /** {@link #evaluate} for part of the key groups: fences outside them are left as they are. */
+  private void evaluatePart(Location location, List<String> covering, Set<String> before, int start, int end) throws Exception {
+    Set<String> inside = new HashSet<>(before);
+    long now = System.currentTimeMillis();
+    Set<String> coveringPart = new HashSet<>();
+    for (String fenceId : covering) {
+      int group = FenceBuckets.of(fenceId) % maxParallelism;
+      if (group >= start && group <= end) {
+        coveringPart.add(fenceId);
+      }
+    }
+    for (String fenceId : coveringPart) {
+      if (!before.contains(fenceId)) {
+        setCurrentKey(new FenceKey(fenceId));
+        membersState.put(location.objectId, location.timestamp);
+        emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
+            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
+        inside.add(fenceId);
+      }
+    }
+    for (String fenceId : before) {
+      int group = FenceBuckets.of(fenceId) % maxParallelism;
+      if (group >= start && group <= end && !coveringPart.contains(fenceId)) {
+        setCurrentKey(new FenceKey(fenceId));
+        membersState.remove(location.objectId);
+        emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
+            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
+        inside.remove(fenceId);
+      }
+    }
+    if (inside.isEmpty()) {
+      fencesByObject.remove(location.objectId);
+    } else {
+      fencesByObject.put(location.objectId, inside);
+    }
+  }
+
   private void emit(GeofenceTrigger trigger) {
     output.collect(new StreamRecord<>(trigger, trigger.eventTime));
   }
@@ -394,17 +496,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void drainUpTo(long time) throws Exception {
     while (true) {
       PendingEdit edit = pendingEdits.peek();
-      PendingLocation location = pendingLocations.peek();
+      Held location = pendingLocations.peek();
       boolean editDue = edit != null && edit.time <= time;
-      boolean locationDue = location != null && location.location.timestamp <= time;
+      // Until the index is provably complete no location is due: edits go on being applied.
+      boolean locationDue = location != null && location.location.timestamp <= time && fingerprints.ready();
       if (editDue && (!locationDue || edit.time <= location.location.timestamp)) {
         pendingEdits.poll();
         // Every edit of this fence up to the next location can be coalesced: no location sees
         // the versions in between.
-        applyPending(edit.fenceId, location == null ? time : Math.min(time, location.location.timestamp));
+        applyPending(edit.fenceId, !locationDue ? time : Math.min(time, location.location.timestamp));
       } else if (locationDue) {
         pendingLocations.poll();
-        evaluate(location.location);
+        evaluate(location.location, location.keyGroupStart, location.keyGroupEnd);
       } else {
         return;
       }

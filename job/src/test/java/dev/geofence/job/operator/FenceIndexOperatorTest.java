@@ -7,7 +7,11 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -33,14 +37,16 @@ class FenceIndexOperatorTest {
   void enterExitFollowTheFencesInForceAtEachLocationsTime() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
-      harness.processElement1(upsert("a", 1, SQUARE, true, 0), 0);
+      Source source = new Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.sendAllBuckets();
       harness.processElement2(location("o1", 500, 5, 5), 500);
       assertThat(triggers(harness)).as("nothing before the clock passes the location").isEmpty();
       watermark(harness, 1000);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
 
       // Reshaped away at 2000: a location at 1500 still sees the old shape, one at 2500 the new.
-      harness.processElement1(upsert("a", 2, FAR_SQUARE, false, 2000), 2000);
+      source.send(upsert("a", 2, FAR_SQUARE, false, 2000));
       harness.processElement2(location("o1", 1500, 5, 5), 1500);
       harness.processElement2(location("o1", 2500, 5, 5), 2500);
       watermark(harness, 1800);
@@ -50,7 +56,7 @@ class FenceIndexOperatorTest {
 
       // A delete is an EXIT at once, at the delete's commit time.
       harness.processElement2(location("o2", 3100, 25, 25), 3100);
-      harness.processElement1(delete("a", 3, 3200), 3200);
+      source.send(delete("a", 3, 3200));
       watermark(harness, 4000);
       assertThat(triggers(harness)).extracting(Object::toString)
           .endsWith("ENTER o2 a@2 t=3100", "EXIT o2 a@3 t=3200");
@@ -59,19 +65,45 @@ class FenceIndexOperatorTest {
   }
 
   @Test
+  void noLocationIsEvaluatedBeforeTheIndexMatchesTheSourcesFingerprints() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.send(upsert("b", 1, SQUARE, true, 0));
+      harness.processElement2(location("o1", 500, 5, 5), 500);
+      watermark(harness, 1000);
+      harness.processElement2(location("o2", 600, 5, 5), 600);
+      assertThat(triggers(harness)).as("due, even late, but the index is not known to be complete").isEmpty();
+      // The source says bucket(b) holds one more fence than arrived: still not ready.
+      source.live.put("c", 1L);
+      source.sendAllBuckets();
+      source.live.remove("c");
+      assertThat(triggers(harness)).isEmpty();
+      assertThat(((FenceIndexOperator) harness.getOperator()).fences().checksum().count()).isEqualTo(2);
+      // The fingerprint of that bucket corrected: every held location is evaluated, in order.
+      source.sendBucket(FenceBuckets.of("c"), true, 0);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly(
+          "ENTER o1 a@1 t=500", "ENTER o1 b@1 t=500", "ENTER o2 a@1 t=600", "ENTER o2 b@1 t=600");
+    }
+  }
+
+  @Test
   void editsBetweenTwoLocationsAreCoalescedButADeleteStillExits() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
+      Source source = new Source(harness);
       FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-      harness.processElement1(upsert("a", 1, SQUARE, true, 0), 0);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.sendAllBuckets();
       harness.processElement2(location("o1", 100, 5, 5), 100);
       watermark(harness, 150);
       // Three reshapes, a delete and a re-creation, all before the next location.
-      harness.processElement1(upsert("a", 2, FAR_SQUARE, false, 200), 200);
-      harness.processElement1(upsert("a", 3, SQUARE, false, 210), 210);
-      harness.processElement1(upsert("a", 4, FAR_SQUARE, false, 220), 220);
-      harness.processElement1(delete("a", 5, 230), 230);
-      harness.processElement1(upsert("a", 6, SQUARE, false, 240), 240);
+      source.send(upsert("a", 2, FAR_SQUARE, false, 200));
+      source.send(upsert("a", 3, SQUARE, false, 210));
+      source.send(upsert("a", 4, FAR_SQUARE, false, 220));
+      source.send(delete("a", 5, 230));
+      source.send(upsert("a", 6, SQUARE, false, 240));
       harness.processElement2(location("o1", 300, 5, 5), 300);
       watermark(harness, 400);
       assertThat(triggers(harness)).extracting(Object::toString)
@@ -85,9 +117,11 @@ class FenceIndexOperatorTest {
   void tenantScopingAndBadGeometry() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
-      harness.processElement1(tenantUpsert("c", 1, SQUARE, "x"), 0);
-      harness.processElement1(rawUpsert("bad", 1, new byte[] {1, 3, 0}), 0);
-      harness.processElement1(upsert("tie", 1, BOW_TIE, true, 0), 0);
+      Source source = new Source(harness);
+      source.send(tenantUpsert("c", 1, SQUARE, "x"));
+      source.send(rawUpsert("bad", 1, new byte[] {1, 3, 0}));
+      source.send(upsert("tie", 1, BOW_TIE, true, 0));
+      source.sendAllBuckets();
       harness.processElement2(location("o1", 10, 5, 5, "y"), 10);
       harness.processElement2(location("o2", 10, 5, 5, "x"), 10);
       harness.processElement2(location("o3", 10, 1, 5, null), 10);
@@ -110,9 +144,11 @@ class FenceIndexOperatorTest {
     List<String> before;
     try (var harness = harness(1, 0, backend)) {
       harness.open();
+      Source source = new Source(harness);
       for (int i = 0; i < 20; i++) {
-        harness.processElement1(upsert("f" + i, 1, SQUARE, true, 0), 0);
+        source.send(upsert("f" + i, 1, SQUARE, true, 0));
       }
+      source.sendAllBuckets();
       harness.processElement2(location("o1", 10, 5, 5), 10);
       watermark(harness, 100);
       harness.processElement2(location("o1", 200, 50, 50), 200); // pending: it will EXIT all 20
@@ -145,6 +181,54 @@ class FenceIndexOperatorTest {
 
   // ---- helpers ----------------------------------------------------------------------------------
 
+  /**
+   * Plays the source of truth: sends each fence change, then the new fingerprint of its bucket at
+   * the same commit time, as the migration's triggers and the change stream do.
+   */
+  private static final class Source {
+    final KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness;
+    final Map<String, Long> live = new HashMap<>();
+
+    Source(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness) {
+      this.harness = harness;
+    }
+
+    void send(FenceChange change) throws Exception {
+      harness.processElement1(change, change.commitTime);
+      if (change.delete) {
+        live.remove(change.fenceId);
+      } else {
+        live.put(change.fenceId, change.seq);
+      }
+      sendBucket(FenceBuckets.of(change.fenceId), change.snapshot, change.commitTime);
+    }
+
+    /** Every bucket's fingerprint, as the initial snapshot of fence_bucket_stats reads them. */
+    void sendAllBuckets() throws Exception {
+      for (int b = 0; b < FenceBuckets.COUNT; b++) {
+        sendBucket(b, true, 0);
+      }
+    }
+
+    void sendBucket(int bucket, boolean snapshot, long commitTime) throws Exception {
+      FenceChecksum fingerprint = new FenceChecksum();
+      live.forEach((id, seq) -> {
+        if (FenceBuckets.of(id) == bucket) {
+          fingerprint.add(id, seq);
+        }
+      });
+      FenceChange stats = new FenceChange();
+      stats.kind = FenceChange.Kind.BUCKET_STATS;
+      stats.bucket = bucket;
+      stats.fenceCount = fingerprint.count();
+      stats.checksum = fingerprint.checksum();
+      stats.snapshot = snapshot;
+      stats.commitTime = commitTime;
+      stats.lsn = commitTime;
+      harness.processElement1(stats, commitTime);
+    }
+  }
+
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask) throws Exception {
     return harness(parallelism, subtask, "hashmap");
@@ -154,7 +238,7 @@ class FenceIndexOperatorTest {
       int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
         new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB),
-        (FenceChange change) -> new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
+        (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
     }

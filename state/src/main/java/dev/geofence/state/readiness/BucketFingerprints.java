@@ -1,0 +1,118 @@
+package dev.geofence.state.readiness;
+
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
+
+/**
+ * Readiness of one subtask's fence index: for every bucket the subtask owns, the fingerprint of
+ * the fences it holds (count and XOR of h(id, seq)) against the fingerprint the source keeps for
+ * the bucket ({@code fence_bucket_stats}). The index is ready when every owned bucket has been
+ * heard from and all of them match; the source updates a bucket's row in the same transaction as
+ * its fences, and the stream delivers it after them, so the comparison is at the same LSN.
+ *
+ * <p>A subtask owns bucket b when Flink key group {@code b mod maxParallelism} is in its range.
+ * Updates are O(1): a count of unmatched buckets is kept. Not thread-safe.
+ */
+public final class BucketFingerprints {
+
+  private final int maxParallelism;
+  private final boolean[] owned;
+  private final int ownedCount;
+  private final long[] count = new long[FenceBuckets.COUNT];
+  private final long[] checksum = new long[FenceBuckets.COUNT];
+  private final boolean[] heard = new boolean[FenceBuckets.COUNT];
+  private final long[] expectedCount = new long[FenceBuckets.COUNT];
+  private final long[] expectedChecksum = new long[FenceBuckets.COUNT];
+  private final boolean[] unmatched = new boolean[FenceBuckets.COUNT];
+  private int unmatchedCount;
+  private long loaded;
+  private long expected;
+
+  /**
+   * @param keyGroupStart first key group of the subtask's range (inclusive)
+   * @param keyGroupEnd last key group of the subtask's range (inclusive)
+   */
+  public BucketFingerprints(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
+    if (maxParallelism < 1 || FenceBuckets.COUNT % maxParallelism != 0) {
+      throw new IllegalArgumentException("the max parallelism must divide " + FenceBuckets.COUNT + ", got " + maxParallelism);
+    }
+    this.maxParallelism = maxParallelism;
+    this.owned = new boolean[FenceBuckets.COUNT];
+    int n = 0;
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      int group = b % maxParallelism;
+      owned[b] = group >= keyGroupStart && group <= keyGroupEnd;
+      if (owned[b]) {
+        // Not heard from yet: unmatched until its fingerprint arrives.
+        unmatched[b] = true;
+        n++;
+      }
+    }
+    this.ownedCount = n;
+    this.unmatchedCount = n;
+  }
+
+  /** A live fence version now held. */
+  public void add(String fenceId, long seq) {
+    int b = FenceBuckets.of(fenceId);
+    count[b]++;
+    checksum[b] ^= FenceChecksum.hash(fenceId, seq);
+    loaded++;
+    recheck(b);
+  }
+
+  /** A live fence version no longer held. */
+  public void remove(String fenceId, long seq) {
+    int b = FenceBuckets.of(fenceId);
+    count[b]--;
+    checksum[b] ^= FenceChecksum.hash(fenceId, seq);
+    loaded--;
+    recheck(b);
+  }
+
+  /** The source's fingerprint of a bucket, as of the change stream's position. */
+  public void expect(int bucket, long fenceCount, long fenceChecksum) {
+    if (owned[bucket]) {
+      expected += fenceCount - (heard[bucket] ? expectedCount[bucket] : 0);
+    }
+    heard[bucket] = true;
+    expectedCount[bucket] = fenceCount;
+    expectedChecksum[bucket] = fenceChecksum;
+    recheck(bucket);
+  }
+
+  private void recheck(int b) {
+    boolean bad = owned[b] && (!heard[b] || count[b] != expectedCount[b] || checksum[b] != expectedChecksum[b]);
+    if (bad != unmatched[b]) {
+      unmatched[b] = bad;
+      unmatchedCount += bad ? 1 : -1;
+    }
+  }
+
+  /** Every owned bucket heard from and matching. */
+  public boolean ready() {
+    return unmatchedCount == 0;
+  }
+
+  public int unmatched() {
+    return unmatchedCount;
+  }
+
+  public int ownedBuckets() {
+    return ownedCount;
+  }
+
+  /** Fences the source says the owned buckets hold, as far as they have been heard from. */
+  public long expectedFences() {
+    return expected;
+  }
+
+  /** Fences held over fences expected, 1 when nothing is expected. */
+  public double completeness() {
+    return expected == 0 ? 1.0 : Math.min(1.0, (double) loaded / expected);
+  }
+
+  public int maxParallelism() {
+    return maxParallelism;
+  }
+}
