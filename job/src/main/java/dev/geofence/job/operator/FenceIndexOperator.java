@@ -531,13 +531,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
-  // ---- for tests and metrics -----------------------------------------------------------------------
+  // ---- for tests -----------------------------------------------------------------------------------
 
   FenceSet fences() {
     return fences;
-  }
-
-  long lateLocations() {
-    return lateLocations;
   }
 }

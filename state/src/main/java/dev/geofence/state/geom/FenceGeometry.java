@@ -3,7 +3,6 @@ package dev.geofence.state.geom;
 import java.util.Arrays;
 import org.locationtech.jts.geom.Coordinate;
 import org.locationtech.jts.geom.Geometry;
-import org.locationtech.jts.geom.GeometryFactory;
 import org.locationtech.jts.geom.LinearRing;
 import org.locationtech.jts.geom.Polygon;
 
@@ -136,33 +135,6 @@ public final class FenceGeometry {
     int[] polygonOffsets =
         Arrays.equals(polygonStarts, SINGLE_POLYGON) ? SINGLE_POLYGON : polygonStarts.clone();
     return new FenceGeometry(xy.clone(), ringStarts.clone(), polygonOffsets);
-  }
-
-  /** Returns a JTS geometry equal to this one: a Polygon, or a MultiPolygon for several parts. */
-  public Geometry toJts(GeometryFactory factory) {
-    Polygon[] polygons = new Polygon[polygonCount()];
-    for (int p = 0; p < polygons.length; p++) {
-      int firstRing = polygonStarts[p];
-      int holes = polygonStarts[p + 1] - firstRing - 1;
-      LinearRing[] holeRings = new LinearRing[holes];
-      for (int h = 0; h < holes; h++) {
-        holeRings[h] = ring(factory, firstRing + 1 + h);
-      }
-      polygons[p] = factory.createPolygon(ring(factory, firstRing), holeRings);
-    }
-    if (polygons.length == 1) {
-      return polygons[0];
-    }
-    return factory.createMultiPolygon(polygons);
-  }
-
-  private LinearRing ring(GeometryFactory factory, int r) {
-    Coordinate[] coordinates = new Coordinate[ringStarts[r + 1] - ringStarts[r]];
-    for (int i = 0; i < coordinates.length; i++) {
-      int v = ringStarts[r] + i;
-      coordinates[i] = new Coordinate(xy[2 * v], xy[2 * v + 1]);
-    }
-    return factory.createLinearRing(coordinates);
   }
 
   /** Whether the point lies inside or on the boundary of this fence (PostGIS {@code ST_Covers}). */

@@ -15,7 +15,6 @@ import dev.geofence.state.checksum.FenceChecksum;
  */
 public final class BucketFingerprints {
 
-  private final int maxParallelism;
   private final boolean[] owned;
   private final int ownedCount;
   private final long[] count = new long[FenceBuckets.COUNT];
@@ -36,7 +35,6 @@ public final class BucketFingerprints {
     if (maxParallelism < 1 || FenceBuckets.COUNT % maxParallelism != 0) {
       throw new IllegalArgumentException("the max parallelism must divide " + FenceBuckets.COUNT + ", got " + maxParallelism);
     }
-    this.maxParallelism = maxParallelism;
     this.owned = new boolean[FenceBuckets.COUNT];
     int n = 0;
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
@@ -110,9 +108,5 @@ public final class BucketFingerprints {
   /** Fences held over fences expected, 1 when nothing is expected. */
   public double completeness() {
     return expected == 0 ? 1.0 : Math.min(1.0, (double) loaded / expected);
-  }
-
-  public int maxParallelism() {
-    return maxParallelism;
   }
 }
