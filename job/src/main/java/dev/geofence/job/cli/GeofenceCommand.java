@@ -79,8 +79,12 @@ public final class GeofenceCommand {
   private GeofenceCommand() {}
 
   public static void main(String[] args) throws Exception {
-    // The embedded cluster leaves threads behind; the process ends with the command.
-    System.exit(run(args, System.out, System.err));
+    int status = run(args, System.out, System.err);
+    // The demo's embedded database and cluster leave threads behind, so its process ends here. A
+    // successful run returns normally: in application mode this main runs inside the JobManager.
+    if (status != 0 || (args.length > 0 && args[0].equals("demo"))) {
+      System.exit(status);
+    }
   }
 
   static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
