@@ -1,6 +1,7 @@
 package dev.geofence.job;
 
 import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
@@ -17,6 +18,7 @@ import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.Collector;
 
 /**
  * The job's data flow, given its sources and sinks: fence changes from CDC, keyed by fence id;
@@ -47,14 +49,17 @@ public final class GeofenceJob {
     final Sink<DeadLetter> deadLetters;
     final Sink<Long> heartbeats;
     final Duration heartbeatInterval;
+    final FenceSourceOptions sourceOfTruth;
 
     /**
      * @param heartbeats writes the source's heartbeat row once per tick; the job ticks every
      *     {@code heartbeatInterval}
+     * @param sourceOfTruth where the fence database is, for the gap check on restore
      */
     public Endpoints(
         Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
-        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<Long> heartbeats, Duration heartbeatInterval) {
+        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<Long> heartbeats, Duration heartbeatInterval,
+        FenceSourceOptions sourceOfTruth) {
       this.fences = fences;
       this.locations = locations;
       this.triggers = triggers;
@@ -62,8 +67,12 @@ public final class GeofenceJob {
       this.deadLetters = deadLetters;
       this.heartbeats = heartbeats;
       this.heartbeatInterval = heartbeatInterval;
+      this.sourceOfTruth = sourceOfTruth;
     }
   }
+
+  /** Max parallelism when the environment sets none; it must divide the 4096 fence buckets. */
+  static final int DEFAULT_MAX_PARALLELISM = 128;
 
   private GeofenceJob() {}
 
@@ -78,9 +87,24 @@ public final class GeofenceJob {
             "Fence changes (CDC)")
         .uid(FENCE_SOURCE_UID)
         .setParallelism(1);
+    // Every subtask must know how far the stream has got (for the gap check on restore), so each
+    // heartbeat goes to every key group, as a copy keyed like bucket g (key group g).
+    if (env.getMaxParallelism() <= 0) {
+      env.setMaxParallelism(DEFAULT_MAX_PARALLELISM);
+    }
+    int keyGroups = env.getMaxParallelism();
     DataStream<FenceChange> edits = changes
-        .filter(c -> c.kind == FenceChange.Kind.FENCE || c.kind == FenceChange.Kind.BUCKET_STATS)
-        .name("Fence edits and bucket fingerprints")
+        .flatMap((FenceChange c, Collector<FenceChange> out) -> {
+          if (c.kind == FenceChange.Kind.FENCE || c.kind == FenceChange.Kind.BUCKET_STATS) {
+            out.collect(c);
+          } else if (c.kind == FenceChange.Kind.HEARTBEAT) {
+            for (int g = 0; g < keyGroups; g++) {
+              out.collect(c.copyForKeyGroup(g));
+            }
+          }
+        })
+        .returns(FenceChange.class)
+        .name("Fence edits, bucket fingerprints, stream position")
         .setParallelism(1);
 
     SingleOutputStreamOperator<Location> locations = env
@@ -100,7 +124,7 @@ public final class GeofenceJob {
             TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
-            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat()))
+            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth))
         .uid(FENCE_INDEX_UID);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.

@@ -118,7 +118,8 @@ abstract class EndToEndFixture {
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300)),
+            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
+            source),
         JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
     return env.executeAsync("geofence-it");
   }

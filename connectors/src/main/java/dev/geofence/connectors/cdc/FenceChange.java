@@ -29,7 +29,7 @@ public class FenceChange {
   /** WKT/EWKT or GeoJSON text, or null when the column is binary. */
   public String geometryText;
   public String tenant;
-  /** For {@link Kind#BUCKET_STATS}: the bucket. */
+  /** For {@link Kind#BUCKET_STATS}: the bucket; for a heartbeat's copy, the key group it is for. */
   public int bucket;
   /** For {@link Kind#STATS} and {@link Kind#BUCKET_STATS}: the live fence count and checksum. */
   public long fenceCount;
@@ -49,6 +49,13 @@ public class FenceChange {
     change.commitTime = commitTime;
     change.lsn = lsn;
     return change;
+  }
+
+  /** A heartbeat's copy for key group {@code keyGroup}, carried in {@link #bucket}. */
+  public FenceChange copyForKeyGroup(int keyGroup) {
+    FenceChange copy = heartbeat(commitTime, lsn);
+    copy.bucket = keyGroup;
+    return copy;
   }
 
   @Override

@@ -182,7 +182,8 @@ public final class GeofenceCommand {
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval()),
+            JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval(),
+            fences),
         settings);
     return env;
   }

@@ -6,7 +6,10 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.readiness.GapCheck;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -48,6 +51,8 @@ import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.util.OutputTag;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The fence index operator: holds this subtask's fences (input 1, keyed by fence id) and evaluates
@@ -85,8 +90,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   private static final int PAYLOAD_LIMIT = 4096;
 
+  /** This operator's own logger (hiding AbstractStreamOperator's), so its phases can be followed. */
+  private static final Logger LOG = LoggerFactory.getLogger(FenceIndexOperator.class);
+
   private final GeometryReadOptions geometryOptions;
   private final GeometryFormat geometryFormat;
+  /** The source of truth, for the gap check on restore; null in tests that have none. */
+  private final FenceSourceOptions source;
 
   private transient ValueState<StoredFence> fenceState;
   private transient MapState<String, Long> membersState;
@@ -94,6 +104,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
   private transient ValueState<FenceChange> bucketStatsState;
+  private transient ValueState<FenceChange> streamPositionState;
 
   private transient FenceSet fences;
   private transient FenceGeometryReader reader;
@@ -106,6 +117,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long arrivals;
   private transient long clock;
   private transient long lateLocations;
+  /** How far the change stream has been read: the newest LSN and commit time seen. */
+  private transient long streamLsn;
+  private transient long streamTime;
+  private transient long restoredLsn;
+  private transient long restoredTime;
+  /** Why the restored index cannot be trusted, or null: the gap check's finding. */
+  private transient String gap;
 
   /** How fence geometries arrive from the source. */
   public enum GeometryFormat {
@@ -118,8 +136,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
+    this(geometryOptions, geometryFormat, null);
+  }
+
+  public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
+    this.source = source;
   }
 
   private static final class PendingEdit {
@@ -161,6 +184,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
     bucketStatsState = context.getKeyedStateStore().getState(
         new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)));
+    streamPositionState = context.getKeyedStateStore().getState(
+        new ValueStateDescriptor<>("stream-position", TypeInformation.of(FenceChange.class)));
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
 
     reader = new FenceGeometryReader(geometryOptions);
@@ -188,6 +213,47 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (Long restored : clockState.get()) {
       clock = Math.max(clock, restored);
     }
+    restoredLsn = streamLsn;
+    restoredTime = streamTime;
+    if (context.isRestored()) {
+      gap = maybeGapCheck();
+    }
+  }
+
+  /**
+   * Before any location is evaluated, proves that the slot can still stream from where the
+   * restored state stopped. A failure holds every location (the index is never ready); rebuilding
+   * from the source is the next step (issue 4).
+   */
+  private String maybeGapCheck() {
+    if (source == null) {
+      return null;
+    }
+    try (java.sql.Connection db = java.sql.DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
+      GapCheck.Result result = GapCheck.check(SlotProbe.read(db, source.slotName()), restoredLsn);
+      if (result.covered()) {
+        LOG.info("Gap check passed: {}", result.reason());
+        return null;
+      }
+      LOG.warn("Gap check failed, the restored fences cannot be trusted and no location will be evaluated: {}", result.reason());
+      return result.reason();
+    } catch (java.sql.SQLException e) {
+      LOG.warn("Gap check could not reach the fence database at {}: {}", source.jdbcUrl(), e.getMessage());
+      return "the fence database was unreachable at restore: " + e.getMessage();
+    }
+  }
+
+  /** Provably complete: no gap found at restore, and every owned bucket matches the source. */
+  private boolean ready() {
+    return gap == null && fingerprints.ready();
+  }
+
+  /** Notes how far the stream has been read. */
+  private void advanceStream(FenceChange change) {
+    if (!change.snapshot && Long.compareUnsigned(change.lsn, streamLsn) > 0) {
+      streamLsn = change.lsn;
+    }
+    streamTime = Math.max(streamTime, change.commitTime);
   }
 
   private void restoreFromKeyedState() throws Exception {
@@ -198,6 +264,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ValueStateDescriptor<>("fence", StoredFenceSerializer.INSTANCE),
         (FenceKey key, ValueState<StoredFence> state) -> stored.add(state.value().asSnapshotEdit(key.id)));
     for (FenceEdit edit : stored) {
+      if (edit.commitLsn() != 0 && Long.compareUnsigned(edit.commitLsn(), streamLsn) > 0) {
+        streamLsn = edit.commitLsn();
+      }
+      streamTime = Math.max(streamTime, edit.commitTimeMillis());
       fences.apply(edit);
       if (edit.kind() != EditKind.DELETE) {
         fingerprints.add(edit.fenceId(), edit.seq());
@@ -206,7 +276,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)),
-        (FenceKey key, ValueState<FenceChange> state) -> fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum));
+        (FenceKey key, ValueState<FenceChange> state) -> {
+          fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum);
+          advanceStream(state.value());
+        });
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        new ValueStateDescriptor<>("stream-position", TypeInformation.of(FenceChange.class)),
+        (FenceKey key, ValueState<FenceChange> state) -> advanceStream(state.value()));
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new MapStateDescriptor<>("members", Types.STRING, Types.LONG),
@@ -236,8 +313,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge("fences_loaded", () -> fences.checksum().count());
     getMetricGroup().gauge("fences_expected", () -> fingerprints.expectedFences());
     getMetricGroup().gauge("index_completeness", () -> fingerprints.completeness());
-    getMetricGroup().gauge("index_ready", () -> fingerprints.ready() ? 1 : 0);
+    getMetricGroup().gauge("index_ready", () -> ready() ? 1 : 0);
     getMetricGroup().gauge("buckets_unmatched", () -> fingerprints.unmatched());
+    getMetricGroup().gauge("gap_detected", () -> gap == null ? 0 : 1);
+    getMetricGroup().gauge("catchup_lag_ms", () -> streamTime == 0 ? -1 : Math.max(0, System.currentTimeMillis() - streamTime));
+    getMetricGroup().gauge("snapshot_age_ms", () -> restoredTime == 0 ? -1 : Math.max(0, System.currentTimeMillis() - restoredTime));
     getMetricGroup().gauge("pending_locations", () -> pendingLocations.size());
     getMetricGroup().gauge("pending_edits", () -> pendingEdits.size());
     getMetricGroup().gauge("late_locations", () -> lateLocations);
@@ -262,13 +342,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement1(StreamRecord<FenceChange> record) throws Exception {
     FenceChange change = record.getValue();
+    advanceStream(change);
+    if (change.kind == FenceChange.Kind.HEARTBEAT) {
+      // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
+      streamPositionState.update(change);
+      return;
+    }
     if (change.kind != FenceChange.Kind.FENCE && change.kind != FenceChange.Kind.BUCKET_STATS) {
       return;
     }
     if (change.snapshot || change.commitTime <= clock) {
-      boolean wasReady = fingerprints.ready();
+      boolean wasReady = ready();
       apply(List.of(change));
-      if (!wasReady && fingerprints.ready()) {
+      if (!wasReady && ready()) {
         drainUpTo(clock);
       }
     } else {
@@ -285,7 +371,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * that a delete's EXITs are never folded away by a later re-creation.
    */
   private void apply(List<FenceChange> changes) throws Exception {
-    boolean wasReady = fingerprints.ready();
+    boolean wasReady = ready();
     List<FenceEdit> run = new ArrayList<>();
     for (FenceChange change : changes) {
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
@@ -304,7 +390,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
-    if (!wasReady && fingerprints.ready()) {
+    if (!wasReady && ready()) {
       LOG.info("Fence index ready: {} fences in {} buckets match the source's fingerprints", fences.checksum().count(), fingerprints.ownedBuckets());
     }
   }
@@ -392,7 +478,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement2(StreamRecord<Location> record) throws Exception {
     Location location = record.getValue();
-    if (location.timestamp <= clock && fingerprints.ready()) {
+    if (location.timestamp <= clock && ready()) {
       lateLocations++;
       evaluate(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     } else {
@@ -499,7 +585,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       Held location = pendingLocations.peek();
       boolean editDue = edit != null && edit.time <= time;
       // Until the index is provably complete no location is due: edits go on being applied.
-      boolean locationDue = location != null && location.location.timestamp <= time && fingerprints.ready();
+      boolean locationDue = location != null && location.location.timestamp <= time && ready();
       if (editDue && (!locationDue || edit.time <= location.location.timestamp)) {
         pendingEdits.poll();
         // Every edit of this fence up to the next location can be coalesced: no location sees
