@@ -157,12 +157,13 @@ DROP TRIGGER IF EXISTS fences_no_truncate ON fences;
 CREATE TRIGGER fences_no_truncate BEFORE TRUNCATE ON fences
     FOR EACH STATEMENT EXECUTE FUNCTION fences_no_truncate();
 
--- The publication the job's CDC source reads (pgoutput). Created here, by the tables' owner, so
+-- The publication the job's CDC source reads (pgoutput). The tombstones are in it because the
+-- initial snapshot must know deleted fences' seqs: a fence re-created later continues from them. Created here, by the tables' owner, so
 -- the job needs no ownership and Flink CDC's "filtered" mode, which narrows the publication to
 -- one table at a time during its snapshot, is never used.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'geofence_publication') THEN
-        CREATE PUBLICATION geofence_publication FOR TABLE fences, fence_stats, fence_bucket_stats, fence_heartbeat;
+        CREATE PUBLICATION geofence_publication FOR TABLE fences, fence_tombstones, fence_stats, fence_bucket_stats, fence_heartbeat;
     END IF;
 END $$;

@@ -42,6 +42,21 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     long lsn = snapshot ? 0 : optionalLong(source, "lsn");
     long commitTime = snapshot ? 0 : optionalLong(source, "ts_ms");
 
+    if (columns.tombstonesTable().equals(table)) {
+      // Only the snapshot matters: it tells the versions of fences deleted before the job began.
+      // In the stream, a delete already arrives as the fence row's own delete.
+      Struct row = value.getStruct("after");
+      if (snapshot && row != null) {
+        FenceChange change = new FenceChange();
+        change.kind = FenceChange.Kind.FENCE;
+        change.delete = true;
+        change.snapshot = true;
+        change.fenceId = row.getString("id");
+        change.seq = row.getInt64("seq");
+        out.collect(change);
+      }
+      return;
+    }
     if (columns.heartbeatTable().equals(table)) {
       // Only the commit time matters: the stream has reached it.
       if (!snapshot) {

@@ -39,7 +39,8 @@ public final class FenceSource {
         .database(options.database())
         .schemaList(schema)
         .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(),
-            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable())
+            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable(),
+            schema + "." + columns.tombstonesTable())
         .username(options.username())
         .password(options.password())
         .slotName(options.slotName())

@@ -19,6 +19,7 @@ public final class FenceTableColumns implements Serializable {
   private final String statsTable;
   private final String heartbeatTable;
   private final String bucketStatsTable;
+  private final String tombstonesTable;
   private final String id;
   private final String seq;
   private final String geometry;
@@ -30,6 +31,7 @@ public final class FenceTableColumns implements Serializable {
     this.statsTable = identifier("stats table", b.statsTable);
     this.heartbeatTable = identifier("heartbeat table", b.heartbeatTable);
     this.bucketStatsTable = identifier("bucket stats table", b.bucketStatsTable);
+    this.tombstonesTable = identifier("tombstones table", b.tombstonesTable);
     this.id = identifier("id column", b.id);
     this.seq = identifier("seq column", b.seq);
     this.geometry = identifier("geometry column", b.geometry);
@@ -69,6 +71,11 @@ public final class FenceTableColumns implements Serializable {
     return heartbeatTable;
   }
 
+  /** The deleted fences' last seqs, {@code fence_tombstones}. */
+  public String tombstonesTable() {
+    return tombstonesTable;
+  }
+
   /** The per-bucket fingerprints, {@code fence_bucket_stats}. */
   public String bucketStatsTable() {
     return bucketStatsTable;
@@ -100,13 +107,14 @@ public final class FenceTableColumns implements Serializable {
     return schema.equals(that.schema) && fencesTable.equals(that.fencesTable) && statsTable.equals(that.statsTable)
         && heartbeatTable.equals(that.heartbeatTable)
         && bucketStatsTable.equals(that.bucketStatsTable)
+        && tombstonesTable.equals(that.tombstonesTable)
         && id.equals(that.id) && seq.equals(that.seq) && geometry.equals(that.geometry)
         && Objects.equals(tenant, that.tenant);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, bucketStatsTable, id, seq, geometry, tenant);
+    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, bucketStatsTable, tombstonesTable, id, seq, geometry, tenant);
   }
 
   @Override
@@ -121,6 +129,7 @@ public final class FenceTableColumns implements Serializable {
     private String statsTable = "fence_stats";
     private String heartbeatTable = "fence_heartbeat";
     private String bucketStatsTable = "fence_bucket_stats";
+    private String tombstonesTable = "fence_tombstones";
     private String id = "id";
     private String seq = "seq";
     private String geometry = "geom";

@@ -105,6 +105,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ListState<Long> clockState;
   private transient ValueState<FenceChange> bucketStatsState;
   private transient ValueState<FenceChange> streamPositionState;
+  private transient ListState<String> untrustedState;
 
   private transient FenceSet fences;
   private transient FenceGeometryReader reader;
@@ -122,7 +123,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long streamTime;
   private transient long restoredLsn;
   private transient long restoredTime;
-  /** Why the restored index cannot be trusted, or null: the gap check's finding. */
+  /** Why the index cannot be trusted, or null: a failed gap check, or a seq gap in the stream. */
   private transient String gap;
 
   /** How fence geometries arrive from the source. */
@@ -187,6 +188,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     streamPositionState = context.getKeyedStateStore().getState(
         new ValueStateDescriptor<>("stream-position", TypeInformation.of(FenceChange.class)));
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
+    untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
 
     reader = new FenceGeometryReader(geometryOptions);
     fences = new FenceSet(new FenceIndex());
@@ -215,7 +217,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     restoredLsn = streamLsn;
     restoredTime = streamTime;
-    if (context.isRestored()) {
+    // Distrust outlives restarts: state restored across a gap stays untrusted until rebuilt, even
+    // if a later checkpoint of it would pass the check.
+    for (String reason : untrustedState.get()) {
+      gap = reason;
+    }
+    if (context.isRestored() && gap == null) {
       gap = maybeGapCheck();
     }
   }
@@ -335,6 +342,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     pendingLocations.forEach(p -> pending.add(new PendingLocation(p.location, p.keyGroupStart, p.keyGroupEnd)));
     pendingLocationsState.update(pending);
     clockState.update(List.of(clock));
+    untrustedState.update(gap == null ? List.of() : List.of(gap));
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -410,8 +418,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (edit.kind() != EditKind.DELETE) {
       fingerprints.add(edit.fenceId(), edit.seq());
     }
-    if (outcome == EditOutcome.GAP) {
-      LOG.warn("Seq gap on fence {}: edit {} arrived after stored seq; the change stream lost an edit", edit.fenceId(), edit.seq());
+    if (outcome == EditOutcome.GAP && gap == null) {
+      // The stream lost an edit: nothing else it delivered can be trusted either.
+      gap = "seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit";
+      LOG.warn("{}; no location will be evaluated", gap);
     }
     StoredFence previous = fenceState.value();
     boolean deleted = edit.kind() == EditKind.DELETE;

@@ -89,6 +89,34 @@ class FenceIndexOperatorTest {
   }
 
   @Test
+  void aSeqGapStopsEvaluationAndTheDistrustSurvivesARestore() throws Exception {
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.sendAllBuckets();
+      harness.processElement2(location("o1", 100, 5, 5), 100);
+      watermark(harness, 150);
+      assertThat(triggers(harness)).hasSize(1);
+      // seq 2 never arrives: 3 is applied (it carries the whole fence) but proves a lost edit.
+      source.send(upsert("a", 3, FAR_SQUARE, false, 200));
+      harness.processElement2(location("o1", 300, 5, 5), 300);
+      watermark(harness, 400);
+      assertThat(triggers(harness)).as("no EXIT from a stream that lost an edit").hasSize(1);
+      assertThat(((FenceIndexOperator) harness.getOperator()).fences().gapCount()).isEqualTo(1);
+      snapshot = harness.snapshot(1, 400);
+    }
+    try (var harness = harness(1, 0)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      harness.processElement2(location("o2", 500, 5, 5), 500);
+      watermark(harness, 600);
+      assertThat(triggers(harness)).as("still untrusted after the restore").isEmpty();
+    }
+  }
+
+  @Test
   void editsBetweenTwoLocationsAreCoalescedButADeleteStillExits() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
