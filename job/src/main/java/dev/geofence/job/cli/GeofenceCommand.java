@@ -162,7 +162,14 @@ public final class GeofenceCommand {
       config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpointDir);
     }
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
-    env.enableCheckpointing(options.getDuration("checkpoint-interval", Duration.ofSeconds(10)).toMillis());
+    Duration checkpointInterval = options.getDuration("checkpoint-interval", Duration.ofSeconds(10));
+    // The gap check compares the slot's confirmed position (three checkpoints old) with the
+    // position the restored state had read; heartbeats must move the latter along in between.
+    if (fences.heartbeatInterval().compareTo(checkpointInterval.multipliedBy(3)) >= 0) {
+      throw new IllegalArgumentException("option --heartbeat-interval must be shorter than three checkpoint intervals ("
+          + checkpointInterval.multipliedBy(3).toMillis() + " ms)");
+    }
+    env.enableCheckpointing(checkpointInterval.toMillis());
     int parallelism = options.getInt("parallelism", -1);
     if (parallelism > 0) {
       env.setParallelism(parallelism);

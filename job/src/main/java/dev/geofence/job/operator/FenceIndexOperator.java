@@ -10,6 +10,7 @@ import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.readiness.GapCheck;
+import dev.geofence.state.readiness.SlotState;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -123,6 +124,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long streamTime;
   private transient long restoredLsn;
   private transient long restoredTime;
+  private transient boolean announcedReady;
   /** Why the index cannot be trusted, or null: a failed gap check, or a seq gap in the stream. */
   private transient String gap;
 
@@ -237,7 +239,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       return null;
     }
     try (java.sql.Connection db = java.sql.DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
-      GapCheck.Result result = GapCheck.check(SlotProbe.read(db, source.slotName()), restoredLsn);
+      SlotState slot = SlotProbe.read(db, source.slotName());
+      // State checkpointed before the first stream record (during the initial snapshot) has no
+      // position of its own: the CDC source resumes its snapshot, and confirms nothing until it
+      // streams, so only the slot's existence and WAL are in question.
+      long from = restoredLsn == 0 && slot.exists() ? slot.confirmedFlushLsn() : restoredLsn;
+      GapCheck.Result result = GapCheck.check(slot, from);
       if (result.covered()) {
         LOG.info("Gap check passed: {}", result.reason());
         return null;
@@ -379,7 +386,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * that a delete's EXITs are never folded away by a later re-creation.
    */
   private void apply(List<FenceChange> changes) throws Exception {
-    boolean wasReady = ready();
     List<FenceEdit> run = new ArrayList<>();
     for (FenceChange change : changes) {
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
@@ -398,7 +404,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
-    if (!wasReady && ready()) {
+    if (!announcedReady && ready()) {
+      announcedReady = true;
       LOG.info("Fence index ready: {} fences in {} buckets match the source's fingerprints", fences.checksum().count(), fingerprints.ownedBuckets());
     }
   }
