@@ -327,8 +327,8 @@ abstract class EndToEndFixture {
     return GeneratedFences.star(random, cx, cy, radius, 6 + random.nextInt(40));
   }
 
-  /** Reshapes and moves fences {@code from} to {@code to - 1}. */
-  void reshapeFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
+  /** Creates fences {@code from} to {@code to - 1}, or reshapes and moves them. */
+  void placeFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
     for (int i = from; i < to; i++) {
       upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
     }

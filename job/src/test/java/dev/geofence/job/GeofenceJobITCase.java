@@ -76,9 +76,7 @@ class GeofenceJobITCase extends EndToEndFixture {
     String url = createDatabase(server, password, "geofence_" + column + "_p" + parallelism, postgis);
     try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
       SplittableRandom random = new SplittableRandom(parallelism);
-      for (int i = 0; i < 40; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-      }
+      placeFences(db, random, 0, 40);
 
       // Deleted before the job starts and re-created while it runs: the snapshot must know the
       // tombstone's seq, or the re-creation looks like a lost edit.
@@ -96,7 +94,7 @@ class GeofenceJobITCase extends EndToEndFixture {
         // Phase 2: reshape some fences, delete some (objects inside must EXIT), add some, and
         // send bad input: a bad new fence, a bad reshape (the old shape stays), a bad location.
         awaitClockPast(db, all);
-        reshapeFences(db, random, 0, 8);
+        placeFences(db, random, 0, 8);
         deleteFences(db, 8, 14, inside);
         createFences(db, random, 39, 46);
         List<String> expectedLetters = insertBadFences(db);

@@ -37,9 +37,7 @@ class SavepointRestoreITCase extends EndToEndFixture {
     String url = createDatabase(embeddedServerUrl(), "", "geofence_old_savepoint", false);
     try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
       SplittableRandom random = new SplittableRandom(13);
-      for (int i = 0; i < 20; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-      }
+      placeFences(db, random, 0, 20);
       Path inbox = Files.createDirectories(temp.resolve("inbox"));
       Map<String, Set<String>> inside = new HashMap<>();
       JobClient first = start(url, "slot_old", inbox, 2, "hashmap");
@@ -51,7 +49,7 @@ class SavepointRestoreITCase extends EndToEndFixture {
 
       // Edits the older savepoint has not seen, then checkpoints until the slot confirms past it.
       deleteFences(db, 0, 5, inside);
-      reshapeFences(db, random, 5, 10);
+      placeFences(db, random, 5, 10);
       long deadline = System.currentTimeMillis() + 60_000;
       while (lsn(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'slot_old'") <= afterSavepoint) {
         assertThat(System.currentTimeMillis()).as("the slot never confirmed past the savepoint").isLessThan(deadline);
@@ -86,9 +84,7 @@ class SavepointRestoreITCase extends EndToEndFixture {
     String url = createDatabase(embeddedServerUrl(), "", "geofence_savepoint", false);
     try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
       SplittableRandom random = new SplittableRandom(11);
-      for (int i = 0; i < 40; i++) {
-        upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-      }
+      placeFences(db, random, 0, 40);
       Path inbox = Files.createDirectories(temp.resolve("inbox"));
       List<Location> all = new ArrayList<>();
       Map<String, Set<String>> inside = new HashMap<>();
@@ -103,7 +99,7 @@ class SavepointRestoreITCase extends EndToEndFixture {
       // While the job is down: reshape, delete (objects inside must EXIT once it is back), add,
       // and delete-then-re-create.
       awaitClockPast(db, all);
-      reshapeFences(db, random, 0, 6);
+      placeFences(db, random, 0, 6);
       deleteFences(db, 6, 14, inside);
       createFences(db, random, 6, 9);
       createFences(db, random, 40, 46);

@@ -511,61 +511,22 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void evaluate(Location location, int start, int end) throws Exception {
     List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
     Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
-    if (start != ownKeyGroups.getStartKeyGroup() || end != ownKeyGroups.getEndKeyGroup()) {
-      evaluatePart(location, covering, before, start, end);
-      return;
-    }
-    long now = System.currentTimeMillis();
-    for (String fenceId : covering) {
-      if (!before.contains(fenceId)) {
-        setCurrentKey(new FenceKey(fenceId));
-        membersState.put(location.objectId, location.timestamp);
-        emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
-            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
-      }
-    }
     if (before.isEmpty() && covering.isEmpty()) {
       return;
     }
-    Set<String> inside = new HashSet<>(covering);
-    for (String fenceId : before) {
-      if (!inside.contains(fenceId)) {
-        setCurrentKey(new FenceKey(fenceId));
-        membersState.remove(location.objectId);
-        emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
-            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
-      }
-    }
-    if (inside.isEmpty()) {
-      fencesByObject.remove(location.objectId);
-    } else {
-      fencesByObject.put(location.objectId, inside);
-    }
-  }
-
-  /** {@link #evaluate} for part of the key groups: fences outside them are left as they are. */
-  private void evaluatePart(Location location, List<String> covering, Set<String> before, int start, int end) throws Exception {
+    boolean whole = start == ownKeyGroups.getStartKeyGroup() && end == ownKeyGroups.getEndKeyGroup();
     Set<String> inside = new HashSet<>(before);
     long now = System.currentTimeMillis();
-    Set<String> coveringPart = new HashSet<>();
     for (String fenceId : covering) {
-      int group = FenceBuckets.of(fenceId) % maxParallelism;
-      if (group >= start && group <= end) {
-        coveringPart.add(fenceId);
-      }
-    }
-    for (String fenceId : coveringPart) {
-      if (!before.contains(fenceId)) {
+      if ((whole || inKeyGroups(fenceId, start, end)) && inside.add(fenceId)) {
         setCurrentKey(new FenceKey(fenceId));
         membersState.put(location.objectId, location.timestamp);
         emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
             location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
-        inside.add(fenceId);
       }
     }
     for (String fenceId : before) {
-      int group = FenceBuckets.of(fenceId) % maxParallelism;
-      if (group >= start && group <= end && !coveringPart.contains(fenceId)) {
+      if ((whole || inKeyGroups(fenceId, start, end)) && !covering.contains(fenceId)) {
         setCurrentKey(new FenceKey(fenceId));
         membersState.remove(location.objectId);
         emit(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
@@ -578,6 +539,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     } else {
       fencesByObject.put(location.objectId, inside);
     }
+  }
+
+  private boolean inKeyGroups(String fenceId, int start, int end) {
+    int group = FenceBuckets.of(fenceId) % maxParallelism;
+    return group >= start && group <= end;
   }
 
   private void emit(GeofenceTrigger trigger) {
