@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     attempt           int NOT NULL,
     key_group_start   int NOT NULL,
     key_group_end     int NOT NULL,
-    start_mode        text NOT NULL CHECK (start_mode IN ('fresh', 'checkpoint', 'savepoint')),
+    start_mode        text NOT NULL CHECK (start_mode IN ('fresh', 'checkpoint', 'savepoint', 'rebuild')),
     restored_from     text,
     installed_at      timestamptz NOT NULL,
     restored_at       timestamptz,

@@ -31,10 +31,13 @@ ALTER TABLE fence_stats REPLICA IDENTITY FULL;
 -- The same fingerprint per bucket of fences: bucket = the low 12 bits of the first 4 bytes of
 -- md5(id), 4096 buckets. The job maps bucket b onto Flink key group b mod max-parallelism, so each
 -- subtask can check its own fences against the buckets it owns, at the same LSN, from the stream.
+-- version counts the row's updates: a reader that rebuilt a bucket from a table read knows which
+-- streamed fingerprints are older than its read, exactly, whatever order they arrive in.
 CREATE TABLE IF NOT EXISTS fence_bucket_stats (
     bucket       int PRIMARY KEY CHECK (bucket BETWEEN 0 AND 4095),
     fence_count  bigint NOT NULL,
-    checksum     bigint NOT NULL
+    checksum     bigint NOT NULL,
+    version      bigint NOT NULL DEFAULT 0
 );
 ALTER TABLE fence_bucket_stats REPLICA IDENTITY FULL;
 
@@ -54,6 +57,10 @@ CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
 CREATE OR REPLACE FUNCTION fence_bucket(id text) RETURNS int
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT ('x' || substr(md5(id), 1, 8))::bit(32)::int & 4095 $$;
+
+-- A rebuild reads one subtask's buckets of fences and tombstones with one indexed query each.
+CREATE INDEX IF NOT EXISTS fences_bucket ON fences (fence_bucket(id));
+CREATE INDEX IF NOT EXISTS fence_tombstones_bucket ON fence_tombstones (fence_bucket(id));
 
 -- Counts whatever is already in the table, so the file can be applied to a loaded table too.
 INSERT INTO fence_stats (fence_count, checksum)
@@ -89,7 +96,7 @@ BEGIN
     INSERT INTO fence_bucket_stats AS b (bucket, fence_count, checksum)
     SELECT fence_bucket(id), count(*), bit_xor(fence_hash(id, seq)) FROM new_rows GROUP BY 1
     ON CONFLICT (bucket) DO UPDATE SET fence_count = b.fence_count + excluded.fence_count,
-        checksum = b.checksum # excluded.checksum;
+        checksum = b.checksum # excluded.checksum, version = b.version + 1;
     UPDATE fence_stats SET
         fence_count = fence_count + (SELECT count(*) FROM new_rows),
         checksum = checksum # coalesce((SELECT bit_xor(fence_hash(id, seq)) FROM new_rows), 0),
@@ -100,7 +107,7 @@ END $$;
 CREATE OR REPLACE FUNCTION fences_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- An id never changes (fences_version refuses it), so each bucket keeps its count.
-    UPDATE fence_bucket_stats b SET checksum = b.checksum # d.x
+    UPDATE fence_bucket_stats b SET checksum = b.checksum # d.x, version = b.version + 1
     FROM (SELECT fence_bucket(id) AS bucket, bit_xor(h) AS x
           FROM (SELECT id, fence_hash(id, seq) AS h FROM old_rows
                 UNION ALL SELECT id, fence_hash(id, seq) FROM new_rows) changed
@@ -119,7 +126,8 @@ BEGIN
     INSERT INTO fence_tombstones (id, seq)
     SELECT id, seq + 1 FROM old_rows
     ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, deleted_at = now();
-    UPDATE fence_bucket_stats b SET fence_count = b.fence_count - d.n, checksum = b.checksum # d.x
+    UPDATE fence_bucket_stats b SET fence_count = b.fence_count - d.n, checksum = b.checksum # d.x,
+        version = b.version + 1
     FROM (SELECT fence_bucket(id) AS bucket, count(*) AS n, bit_xor(fence_hash(id, seq)) AS x FROM old_rows GROUP BY 1) d
     WHERE b.bucket = d.bucket;
     UPDATE fence_stats SET

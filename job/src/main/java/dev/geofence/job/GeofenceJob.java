@@ -4,6 +4,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
@@ -15,6 +16,7 @@ import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -39,6 +41,7 @@ public final class GeofenceJob {
   public static final String DEAD_LETTERS_SINK_UID = "dead-letters-sink";
   public static final String HEARTBEAT_TICKS_UID = "heartbeat-ticks";
   public static final String HEARTBEAT_SINK_UID = "heartbeat-sink";
+  public static final String HYDRATION_SINK_UID = "hydration-history-sink";
 
   /** What the job reads and writes. */
   public static final class Endpoints {
@@ -47,24 +50,27 @@ public final class GeofenceJob {
     final Sink<GeofenceTrigger> triggers;
     final Sink<GeofenceTrigger> presence;
     final Sink<DeadLetter> deadLetters;
+    final Sink<HydrationEpisode> hydrationHistory;
     final Sink<Long> heartbeats;
     final Duration heartbeatInterval;
     final FenceSourceOptions sourceOfTruth;
 
     /**
+     * @param hydrationHistory receives a row per warm-up of each subtask's index, updated as it goes
      * @param heartbeats writes the source's heartbeat row once per tick; the job ticks every
      *     {@code heartbeatInterval}
      * @param sourceOfTruth where the fence database is, for the gap check on restore
      */
     public Endpoints(
         Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
-        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<Long> heartbeats, Duration heartbeatInterval,
-        FenceSourceOptions sourceOfTruth) {
+        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
+        Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth) {
       this.fences = fences;
       this.locations = locations;
       this.triggers = triggers;
       this.presence = presence;
       this.deadLetters = deadLetters;
+      this.hydrationHistory = hydrationHistory;
       this.heartbeats = heartbeats;
       this.heartbeatInterval = heartbeatInterval;
       this.sourceOfTruth = sourceOfTruth;
@@ -124,7 +130,8 @@ public final class GeofenceJob {
             TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
-            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth))
+            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth,
+                env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH)))
         .uid(FENCE_INDEX_UID);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.
@@ -146,5 +153,9 @@ public final class GeofenceJob {
         .sinkTo(endpoints.deadLetters)
         .uid(DEAD_LETTERS_SINK_UID)
         .name("geofence_dead_letters");
+    triggers.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)
+        .sinkTo(endpoints.hydrationHistory)
+        .uid(HYDRATION_SINK_UID)
+        .name("hydration_history");
   }
 }

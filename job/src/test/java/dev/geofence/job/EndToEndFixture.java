@@ -2,6 +2,9 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
@@ -9,8 +12,16 @@ import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
+import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.index.FenceIndex;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -29,6 +40,8 @@ import java.util.SplittableRandom;
 import java.util.TreeSet;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.MetricOptions;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -58,7 +71,14 @@ abstract class EndToEndFixture {
 
   @RegisterExtension
   static final MiniClusterExtension FLINK = new MiniClusterExtension(
-      new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4).build());
+      new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4)
+          .setConfiguration(metricsEverySecond()).build());
+
+  private static Configuration metricsEverySecond() {
+    Configuration config = new Configuration();
+    config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, Duration.ofMillis(500));
+    return config;
+  }
 
   static EmbeddedPostgres postgres;
   static final GeometryFactory JTS = new GeometryFactory();
@@ -112,12 +132,13 @@ abstract class EndToEndFixture {
         .url(url).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
-    JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(100).withBatchIntervalMs(200).build();
+    JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
+            JdbcOutputs.hydrationHistory(sink, batches, JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
             JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
             source),
         JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
@@ -240,6 +261,183 @@ abstract class EndToEndFixture {
     }
   }
 
+  // ---- the three-way comparison ---------------------------------------------------------------------
+
+  /**
+   * Checks the job's index three ways over {@code points} random query points: each point is a new
+   * object, so the job ENTERs every fence its index says covers it; those sets must equal both a
+   * fresh rebuild (the fences read from the database now, indexed anew) and the oracle (JTS covers
+   * over the shapes this test wrote). Run after the job has caught up with every edit.
+   */
+  void threeWayCheck(Connection db, Path inbox, String tag, int points) throws Exception {
+    long t = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
+    SplittableRandom random = new SplittableRandom(tag.hashCode());
+    List<Location> queries = new ArrayList<>(points);
+    List<String> lines = new ArrayList<>(points);
+    for (int i = 0; i < points; i++) {
+      Location l = new Location("q-" + tag + "-" + i, t, random.nextDouble(-1, 11), random.nextDouble(-1, 11), null);
+      queries.add(l);
+      lines.add(LocationJson.format(l));
+    }
+    writeLines(inbox, lines);
+
+    FenceIndex rebuilt = new FenceIndex();
+    FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
+    try (Connection read = java.sql.DriverManager.getConnection(db.getMetaData().getURL(), "postgres", password)) {
+      BucketRead.read(read, FenceTableColumns.defaults(), 1, 0, 0, change -> {
+        if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
+          try {
+            rebuilt.upsert(change.fenceId, change.tenant, reader.readWkb(change.geometryBytes).geometry());
+          } catch (Exception e) {
+            throw new AssertionError("fence " + change.fenceId + " does not decode", e);
+          }
+        }
+      });
+    }
+    Map<String, PreparedGeometry> prepared = new HashMap<>();
+    fences.forEach((id, shape) -> {
+      if (shape != null) {
+        prepared.put(id, PreparedGeometryFactory.prepare(shape));
+      }
+    });
+    Set<String> oracle = new TreeSet<>();
+    Set<String> fresh = new TreeSet<>();
+    for (Location q : queries) {
+      org.locationtech.jts.geom.Point point = JTS.createPoint(new Coordinate(q.lon, q.lat));
+      prepared.forEach((id, fence) -> {
+        if (fence.covers(point)) {
+          oracle.add(q.objectId + " " + id);
+          expected.add(q.objectId + " " + id + " ENTER " + t);
+        }
+      });
+      rebuilt.covering(q.lon, q.lat, null).forEach(id -> fresh.add(q.objectId + " " + id));
+    }
+    assertThat(fresh).as("a fresh rebuild from the database agrees with the oracle").isEqualTo(oracle);
+    Set<String> job = new TreeSet<>();
+    long deadline = System.currentTimeMillis() + 120_000;
+    while (job.size() < oracle.size() && System.currentTimeMillis() < deadline) {
+      Thread.sleep(500);
+      job.clear();
+      try (PreparedStatement s = db.prepareStatement("SELECT object_id, fence_id FROM geofence_triggers WHERE object_id LIKE ? AND kind = 'ENTER'")) {
+        s.setString(1, "q-" + tag + "-%");
+        try (ResultSet r = s.executeQuery()) {
+          while (r.next()) {
+            job.add(r.getString(1) + " " + r.getString(2));
+          }
+        }
+      }
+    }
+    assertThat(job).as("the job's index answers " + points + " query points as the oracle does").isEqualTo(oracle);
+  }
+
+  // ---- hydration history and metrics ------------------------------------------------------------------
+
+  /** One hydration_history row, as the assertions need it. */
+  static final class Episode {
+    String jobId;
+    int subtask;
+    int attempt;
+    String startMode;
+    String gapCheck;
+    String gapReason;
+    long installedAt;
+    long restoredAt;
+    long indexedAt;
+    long hydratedAt;
+    long fencesLoaded;
+    long editsReplayed;
+    Boolean checksumMatch;
+    long peakHeap;
+
+    @Override
+    public String toString() {
+      return "#" + subtask + "/" + attempt + " " + startMode + " " + gapCheck + " (" + gapReason + ") loaded " + fencesLoaded
+          + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
+    }
+  }
+
+  static List<Episode> episodes(Connection db) throws Exception {
+    List<Episode> rows = new ArrayList<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+        "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
+            + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes"
+            + " FROM hydration_history ORDER BY installed_at, subtask")) {
+      while (r.next()) {
+        Episode e = new Episode();
+        e.jobId = r.getString(1);
+        e.subtask = r.getInt(2);
+        e.attempt = r.getInt(3);
+        e.startMode = r.getString(4);
+        e.gapCheck = r.getString(5);
+        e.gapReason = r.getString(6);
+        e.installedAt = r.getLong(7);
+        e.restoredAt = r.getLong(8);
+        e.indexedAt = r.getLong(9);
+        e.hydratedAt = r.getLong(10);
+        e.fencesLoaded = r.getLong(11);
+        e.editsReplayed = r.getLong(12);
+        e.checksumMatch = (Boolean) r.getObject(13);
+        e.peakHeap = r.getLong(14);
+        rows.add(e);
+      }
+    }
+    return rows;
+  }
+
+  private static String millis(String column) {
+    return "coalesce((extract(epoch FROM " + column + ") * 1000)::bigint, 0)";
+  }
+
+  /** Checks a finished episode's timings are in order and plausible, and that it ended ready. */
+  static void assertHydrated(Episode e) {
+    assertThat(e.hydratedAt).as("hydrated: %s", e).isPositive();
+    assertThat(e.checksumMatch).as("checksum match: %s", e).isTrue();
+    assertThat(e.hydratedAt - e.installedAt).as("hydration time: %s", e).isBetween(0L, 120_000L);
+    if (e.restoredAt != 0) {
+      assertThat(e.installedAt).isLessThanOrEqualTo(e.restoredAt);
+      assertThat(e.restoredAt).isLessThanOrEqualTo(e.indexedAt);
+      assertThat(e.indexedAt).isLessThanOrEqualTo(e.hydratedAt);
+    }
+    assertThat(e.peakHeap).as("peak heap: %s", e).isPositive();
+  }
+
+  /**
+   * The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, once
+   * Flink has fetched it (-1 if it never does).
+   */
+  static long metricSum(JobClient job, String metric) throws Exception {
+    long deadline = System.currentTimeMillis() + 20_000;
+    long sum = fetchMetricSum(job, metric);
+    while (sum < 0 && System.currentTimeMillis() < deadline) {
+      Thread.sleep(500);
+      sum = fetchMetricSum(job, metric);
+    }
+    return sum;
+  }
+
+  private static long fetchMetricSum(JobClient job, String metric) throws Exception {
+    Configuration client = FLINK.getClientConfiguration();
+    String base = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID();
+    HttpClient http = HttpClient.newHttpClient();
+    ObjectMapper json = new ObjectMapper();
+    for (JsonNode vertex : json.readTree(get(http, base)).get("vertices")) {
+      if (vertex.get("name").asText().contains("Fence index")) {
+        String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
+        for (JsonNode m : json.readTree(get(http, metrics))) {
+          if (m.get("id").asText().endsWith("." + metric)) {
+            JsonNode values = json.readTree(get(http, metrics + "?get=" + m.get("id").asText() + "&agg=sum"));
+            return values.size() == 0 ? -1 : values.get(0).get("sum").asLong();
+          }
+        }
+      }
+    }
+    return -1;
+  }
+
+  private static String get(HttpClient http, String url) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
+  }
+
   // ---- the oracle ---------------------------------------------------------------------------------
 
   /**
@@ -302,7 +500,7 @@ abstract class EndToEndFixture {
 
   static Set<String> presence(Connection db) throws Exception {
     Set<String> rows = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT object_id, fence_id FROM geofence_presence")) {
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT object_id, fence_id FROM geofence_presence WHERE object_id NOT LIKE 'q-%'")) {
       while (r.next()) {
         rows.add(r.getString(1) + " " + r.getString(2));
       }

@@ -74,6 +74,8 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
       change.kind = bucketStats ? FenceChange.Kind.BUCKET_STATS : FenceChange.Kind.STATS;
       if (bucketStats) {
         change.bucket = row.getInt32("bucket");
+        // The row's version, carried as its seq: a rebuilt bucket ignores older fingerprints.
+        change.seq = row.schema().field("version") == null ? 0 : row.getInt64("version");
       }
       change.fenceCount = row.getInt64("fence_count");
       change.checksum = row.getInt64("checksum");

@@ -6,8 +6,8 @@ import java.util.UUID;
 
 /**
  * An ENTER or EXIT of an object and a fence: a row of {@code geofence_triggers}. Its id is derived
- * from (object, fence, kind, event time, fence seq) alone, so writing it twice, after a replay, is
- * harmless. A Flink POJO.
+ * from (object, fence, kind, event time, fence seq) alone (an EXIT on delete: without the time), so
+ * writing it twice, after a replay, is harmless. A Flink POJO.
  */
 public class GeofenceTrigger {
 
@@ -41,6 +41,18 @@ public class GeofenceTrigger {
     this.fenceSeq = fenceSeq;
     this.tenant = tenant;
     this.emittedAt = emittedAt;
+  }
+
+  /**
+   * The EXIT of an object from a fence deleted at {@code deletedAt}. Its id leaves the time out:
+   * the fence's delete seq names the delete alone, and a rebuild that learns of it from the
+   * tombstone (timed by its {@code deleted_at}) must rewrite the trigger the stream's delete
+   * (timed by its commit) wrote, not add a second one.
+   */
+  public static GeofenceTrigger exitOnDelete(String objectId, String fenceId, long deletedAt, long deleteSeq, long emittedAt) {
+    GeofenceTrigger exit = new GeofenceTrigger(objectId, fenceId, TriggerKind.EXIT, deletedAt, Double.NaN, Double.NaN, deleteSeq, null, emittedAt);
+    exit.triggerId = id(objectId, fenceId, TriggerKind.EXIT, 0, deleteSeq);
+    return exit;
   }
 
   /** A name-based UUID over the trigger's identity, each part length-prefixed so none can blur. */

@@ -12,7 +12,7 @@ public class HydrationEpisode {
   public int attempt;
   public int keyGroupStart;
   public int keyGroupEnd;
-  /** {@code fresh}, {@code checkpoint} or {@code savepoint}. */
+  /** {@code fresh}, {@code checkpoint}, {@code savepoint}, or {@code rebuild} after a seq gap while running. */
   public String startMode;
   /** The checkpoint id or savepoint path restored from; null for a fresh start. */
   public String restoredFrom;
@@ -35,6 +35,34 @@ public class HydrationEpisode {
   public long peakHeapBytes;
 
   public HydrationEpisode() {}
+
+  /** A copy, to emit while this one goes on being updated. */
+  public HydrationEpisode copy() {
+    HydrationEpisode c = new HydrationEpisode();
+    c.jobName = jobName;
+    c.jobId = jobId;
+    c.subtask = subtask;
+    c.attempt = attempt;
+    c.keyGroupStart = keyGroupStart;
+    c.keyGroupEnd = keyGroupEnd;
+    c.startMode = startMode;
+    c.restoredFrom = restoredFrom;
+    c.installedAt = installedAt;
+    c.restoredAt = restoredAt;
+    c.indexedAt = indexedAt;
+    c.hydratedAt = hydratedAt;
+    c.restoredLsn = restoredLsn;
+    c.restoredCommitTime = restoredCommitTime;
+    c.editsReplayed = editsReplayed;
+    c.editsCoalesced = editsCoalesced;
+    c.gapCheck = gapCheck;
+    c.gapReason = gapReason;
+    c.fencesLoaded = fencesLoaded;
+    c.fencesExpected = fencesExpected;
+    c.checksumMatch = checksumMatch;
+    c.peakHeapBytes = peakHeapBytes;
+    return c;
+  }
 
   @Override
   public String toString() {

@@ -31,9 +31,11 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 
 /**
  * The command line: {@code run} submits the job (to a cluster with {@code flink run}, or on an
- * embedded MiniCluster with {@code java -jar}). Options are stable: scripts may rely on them. The
- * fence database password comes from {@code GEOFENCE_SOURCE_PASSWORD}, never from the command
- * line, so it appears in no process list, log or help text.
+ * embedded MiniCluster with {@code java -jar}); {@code demo} runs everything on this machine;
+ * {@code ready} tells a readiness probe whether the running job's fence index is ready. Options
+ * are stable: scripts may rely on them. The fence database password comes from {@code
+ * GEOFENCE_SOURCE_PASSWORD}, never from the command line, so it appears in no process list, log or
+ * help text.
  */
 public final class GeofenceCommand {
 
@@ -42,11 +44,12 @@ public final class GeofenceCommand {
   private static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
+      "invalid-polygons", "heartbeat-interval", "hydration-retention", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
       "       java -jar geofence-job.jar demo [options]     (everything on this machine; demo --help)",
+      "       java -jar geofence-job.jar ready --rest-url URL [--job NAME] (exit 0 when the index is ready; for readiness probes)",
       "",
       "Runs the geofence job: fences from PostgreSQL through CDC, locations from Kafka, files or a",
       "generator, ENTER/EXIT triggers into PostgreSQL tables. The password of the fence database is",
@@ -68,13 +71,19 @@ public final class GeofenceCommand {
       "  --geometry-format NAME      wkb (PostGIS geometry or bytea), wkt or geojson (default wkb)",
       "  --invalid-polygons POLICY   repair (default) or reject",
       "  --heartbeat-interval D      how often the source's heartbeat advances the fence clock (default 1s)",
+      "  --hydration-retention D     how long hydration_history keeps its rows (default 30d)",
       "  --from-savepoint PATH       restore from this savepoint (java -jar; on a cluster use flink run -s)",
       "  --savepoint-dir URI         default target of savepoints, e.g. file:///var/geofence/savepoints",
       "  --rest-port P               REST port of the embedded cluster under java -jar (default 8081), so",
       "                              it can be stopped with a savepoint through Flink's REST API",
       "  --debezium.KEY VALUE        passed to Debezium as KEY",
       "",
-      "Durations: 500ms, 10s, 5m, 1h.");
+      "Options of ready (one line on stdout: ready: ... with exit 0, or not ready: REASON with exit 1):",
+      "  --rest-url URL              Flink's REST API, e.g. http://localhost:8081 (required)",
+      "  --job NAME_OR_ID            the job to ask about (default: the only running job)",
+      "  --timeout D                 how long all requests together may take (default 5s)",
+      "",
+      "Durations: 500ms, 10s, 5m, 1h, 30d.");
 
   private GeofenceCommand() {}
 
@@ -108,8 +117,14 @@ public final class GeofenceCommand {
           }
           Demo.run(Options.parse(args, 1, Demo.OPTIONS), out);
           return 0;
+        case "ready":
+          if (args.length > 1 && args[1].equals("--help")) {
+            out.println(HELP);
+            return 0;
+          }
+          return ReadinessProbe.run(Options.parse(args, 1, ReadinessProbe.OPTIONS), out);
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run and demo (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run, demo and ready (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence: " + e.getMessage());
@@ -189,6 +204,8 @@ public final class GeofenceCommand {
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
+            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build(),
+                options.getDuration("hydration-retention", JdbcOutputs.DEFAULT_HYDRATION_RETENTION)),
             JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval(),
             fences),
         settings);

@@ -87,7 +87,7 @@ final class Options {
     }
   }
 
-  /** Durations as {@code 500ms}, {@code 10s}, {@code 5m} or {@code 1h}. */
+  /** Durations as {@code 500ms}, {@code 10s}, {@code 5m}, {@code 1h} or {@code 30d}. */
   Duration getDuration(String name, Duration fallback) {
     String value = values.get(name);
     if (value == null) {
@@ -105,13 +105,15 @@ final class Options {
           return Duration.ofMinutes(n);
         case 'h':
           return Duration.ofHours(n);
+        case 'd':
+          return Duration.ofDays(n);
         default:
           break;
       }
     } catch (NumberFormatException | StringIndexOutOfBoundsException e) {
       // falls through to the message below
     }
-    throw new IllegalArgumentException("option --" + name + " must be a duration like 500ms, 10s, 5m or 1h, got '" + value + "'");
+    throw new IllegalArgumentException("option --" + name + " must be a duration like 500ms, 10s, 5m, 1h or 30d, got '" + value + "'");
   }
 
   /** Options whose names start with {@code prefix}, the prefix removed. */

@@ -7,7 +7,10 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.SlotProbe;
+import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.readiness.GapCheck;
 import dev.geofence.state.readiness.SlotState;
@@ -85,6 +88,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   private static final long serialVersionUID = 1L;
 
+  /** One row per warm-up of this subtask's index, for {@code hydration_history}. */
+  public static final OutputTag<HydrationEpisode> HYDRATION_EPISODES =
+      new OutputTag<>("hydration-episodes", TypeInformation.of(HydrationEpisode.class));
+
+  /** How long to wait before trying an unreachable source of truth again. */
+  static final long RETRY_INTERVAL_MS = 2_000;
+
   /** Dead letters of fence edits this operator could not use as they were. */
   public static final OutputTag<DeadLetter> DEAD_LETTERS =
       new OutputTag<>("fence-dead-letters", TypeInformation.of(DeadLetter.class));
@@ -96,8 +106,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   private final GeometryReadOptions geometryOptions;
   private final GeometryFormat geometryFormat;
-  /** The source of truth, for the gap check on restore; null in tests that have none. */
+  /** The source of truth, for the gap check on restore and rebuilds; null in tests that have none. */
   private final FenceSourceOptions source;
+  /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
+  private final String savepointPath;
+  /** Writes the current format, except in tests of state an other release wrote. */
+  private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
 
   private transient ValueState<StoredFence> fenceState;
   private transient MapState<String, Long> membersState;
@@ -124,9 +138,25 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long streamTime;
   private transient long restoredLsn;
   private transient long restoredTime;
-  private transient boolean announcedReady;
-  /** Why the index cannot be trusted, or null: a failed gap check, or a seq gap in the stream. */
+  /**
+   * Why the index cannot be trusted, or null: a failed gap check, a seq gap in the stream, or
+   * restored state of an unknown format. Cleared only by a rebuild from the source of truth.
+   */
   private transient String gap;
+  /** The restored position is proven covered by the stream (or there was none to prove). */
+  private transient boolean verified;
+  /** The stream must reach this LSN (read at the gap check or rebuild) before the index is ready. */
+  private transient long catchUpTarget;
+  /** Keys whose restored fence is of a format this release cannot read. */
+  private transient List<FenceKey> unreadable;
+  private transient boolean recoveryScheduled;
+  private transient volatile LoadPhase phase;
+  private transient long phaseSince;
+  private transient HydrationEpisode episode;
+  /** Fence edits received from the stream, applied or still queued; and their count at the episode's start. */
+  private transient long editsReceived;
+  private transient long editsBefore;
+  private transient long coalescedBefore;
 
   /** How fence geometries arrive from the source. */
   public enum GeometryFormat {
@@ -139,13 +169,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
-    this(geometryOptions, geometryFormat, null);
+    this(geometryOptions, geometryFormat, null, null);
   }
 
-  public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source) {
+  /**
+   * @param source the source of truth, for the gap check and rebuilds
+   * @param savepointPath the savepoint the job is submitted to restore from, or null
+   */
+  public FenceIndexOperator(
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source, String savepointPath) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
     this.source = source;
+    this.savepointPath = savepointPath;
   }
 
   private static final class PendingEdit {
@@ -179,7 +215,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void initializeState(StateInitializationContext context) throws Exception {
     super.initializeState(context);
-    fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>("fence", StoredFenceSerializer.INSTANCE));
+    episode = new HydrationEpisode();
+    episode.installedAt = System.currentTimeMillis();
+    phase = LoadPhase.STARTING;
+    phaseSince = episode.installedAt;
+    fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>("fence", fenceSerializer));
     membersState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>("members", Types.STRING, Types.LONG));
     pendingEditsState = context.getKeyedStateStore().getListState(
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)));
@@ -203,8 +243,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
     fingerprints = new BucketFingerprints(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
 
+    unreadable = new ArrayList<>();
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
-    restoreFromKeyedState();
+    restoreFromKeyedState(context.isRestored());
     // Each old subtask wrote what it still owed; take what is owed to key groups now ours.
     for (PendingLocation owed : pendingLocationsState.get()) {
       int start = Math.max(owed.keyGroupStart, ownKeyGroups.getStartKeyGroup());
@@ -224,42 +265,241 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (String reason : untrustedState.get()) {
       gap = reason;
     }
-    if (context.isRestored() && gap == null) {
-      gap = maybeGapCheck();
+    if (!unreadable.isEmpty()) {
+      gap = unreadable.size() + " restored fences are of a state format this release cannot read (it reads "
+          + StoredFenceSerializer.FORMAT_VERSION + ")";
+      LOG.warn("{}; the index is rebuilt from the source", gap);
     }
+    // A fresh start has no position to prove: the CDC snapshot and stream are one consistent read.
+    verified = !context.isRestored() || source == null;
+    describeStart(context);
+  }
+
+  private void describeStart(StateInitializationContext context) {
+    episode.jobName = getRuntimeContext().getJobInfo().getJobName();
+    episode.jobId = getRuntimeContext().getJobInfo().getJobId().toString();
+    episode.subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    episode.attempt = getRuntimeContext().getTaskInfo().getAttemptNumber();
+    episode.keyGroupStart = ownKeyGroups.getStartKeyGroup();
+    episode.keyGroupEnd = ownKeyGroups.getEndKeyGroup();
+    if (!context.isRestored()) {
+      episode.startMode = "fresh";
+      episode.gapCheck = "not-needed";
+    } else if (savepointPath != null && episode.attempt == 0) {
+      episode.startMode = "savepoint";
+      episode.restoredFrom = savepointPath;
+    } else {
+      episode.startMode = "checkpoint";
+      episode.restoredFrom = context.getRestoredCheckpointId().isPresent()
+          ? "checkpoint " + context.getRestoredCheckpointId().getAsLong() : null;
+    }
+    if (context.isRestored()) {
+      episode.restoredLsn = Lsn.format(restoredLsn);
+      episode.restoredCommitTime = restoredTime;
+      episode.gapCheck = gap == null ? "not-needed" : "gap";
+      episode.gapReason = gap;
+    }
+    editsBefore = editsReceived;
+    coalescedBefore = fences.coalescedAwayCount();
   }
 
   /**
    * Before any location is evaluated, proves that the slot can still stream from where the
-   * restored state stopped. A failure holds every location (the index is never ready); rebuilding
-   * from the source is the next step (issue 4).
+   * restored state stopped, and reads the catch-up target. A failed check leaves {@link #gap} set
+   * (the fences are rebuilt); an unreachable database leaves the index unverified, to try again.
    */
-  private String maybeGapCheck() {
-    if (source == null) {
-      return null;
+  private void gapCheck(java.sql.Connection db) throws java.sql.SQLException {
+    SlotState slot = SlotProbe.read(db, source.slotName());
+    // State checkpointed before the first stream record (during the initial snapshot) has no
+    // position of its own: the CDC source resumes its snapshot, and confirms nothing until it
+    // streams, so only the slot's existence and WAL are in question.
+    long from = restoredLsn == 0 && slot.exists() ? slot.confirmedFlushLsn() : restoredLsn;
+    GapCheck.Result result = GapCheck.check(slot, from);
+    SlotProbe.CatchUpTarget target = SlotProbe.catchUpTarget(db, source.columns());
+    if (result.covered()) {
+      verified = true;
+      catchUpTarget = target.lsn;
+      episode.gapCheck = "covered";
+      LOG.info("Gap check passed: {}; catching up to {} ({} fences at the source)", result.reason(), Lsn.format(target.lsn), target.fenceCount);
+      return;
     }
-    try (java.sql.Connection db = java.sql.DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
-      SlotState slot = SlotProbe.read(db, source.slotName());
-      // State checkpointed before the first stream record (during the initial snapshot) has no
-      // position of its own: the CDC source resumes its snapshot, and confirms nothing until it
-      // streams, so only the slot's existence and WAL are in question.
-      long from = restoredLsn == 0 && slot.exists() ? slot.confirmedFlushLsn() : restoredLsn;
-      GapCheck.Result result = GapCheck.check(slot, from);
-      if (result.covered()) {
-        LOG.info("Gap check passed: {}", result.reason());
-        return null;
+    gap = result.reason();
+    episode.gapCheck = "gap";
+    episode.gapReason = gap;
+    LOG.warn("Gap check failed, the restored fences cannot be trusted and are rebuilt from the source: {}", gap);
+    if (slot.exists() && "lost".equals(slot.walStatus())) {
+      // A slot whose WAL is gone can never stream again: dropped, the CDC source creates it anew.
+      try (java.sql.PreparedStatement drop = db.prepareStatement(
+          "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ? AND wal_status = 'lost' AND NOT active")) {
+        drop.setString(1, source.slotName());
+        drop.execute();
+        LOG.warn("Dropped the replication slot {}, whose WAL was lost, so that the CDC source can create it anew", source.slotName());
       }
-      LOG.warn("Gap check failed, the restored fences cannot be trusted and no location will be evaluated: {}", result.reason());
-      return result.reason();
-    } catch (java.sql.SQLException e) {
-      LOG.warn("Gap check could not reach the fence database at {}: {}", source.jdbcUrl(), e.getMessage());
-      return "the fence database was unreachable at restore: " + e.getMessage();
     }
   }
 
-  /** Provably complete: no gap found at restore, and every owned bucket matches the source. */
+  /**
+   * Runs what stands between this subtask and a trusted index: the gap check, then a rebuild if
+   * the index cannot be trusted. While the database is unreachable, tries again every {@link
+   * #RETRY_INTERVAL_MS}; the job keeps running and locations stay held.
+   */
+  private void recover() throws Exception {
+    recoveryScheduled = false;
+    if (source == null || (verified && gap == null)) {
+      return;
+    }
+    try (java.sql.Connection db = java.sql.DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
+      if (!verified && gap == null) {
+        setPhase(LoadPhase.GAP_CHECK);
+        gapCheck(db);
+      }
+      if (gap != null) {
+        rebuild(db);
+      }
+    } catch (java.sql.SQLException e) {
+      if (!verified && gap == null) {
+        episode.gapCheck = "unreachable";
+        episode.gapReason = e.getMessage();
+      }
+      LOG.warn("The fence database at {} is unreachable ({}); the index is not ready, trying again in {} ms",
+          source.jdbcUrl(), e.getMessage(), RETRY_INTERVAL_MS);
+      scheduleRecovery(RETRY_INTERVAL_MS);
+    }
+    updatePhase();
+  }
+
+  private void scheduleRecovery(long delayMs) {
+    if (!recoveryScheduled && source != null) {
+      recoveryScheduled = true;
+      long at = getProcessingTimeService().getCurrentProcessingTime() + delayMs;
+      getProcessingTimeService().registerTimer(at, time -> {
+        recover();
+        if (ready()) {
+          drainUpTo(clock);
+        }
+      });
+    }
+  }
+
+  /**
+   * Abandons the untrusted fences for the source of truth: reads this subtask's buckets in one
+   * consistent read and applies every row as a snapshot edit, merged with whatever the stream has
+   * delivered or will deliver by seq (older stream edits are then stale, newer ones apply). Fences
+   * held here that the source has no row of at all are deleted.
+   */
+  private void rebuild(java.sql.Connection db) throws Exception {
+    setPhase(LoadPhase.REBUILDING);
+    for (FenceKey key : unreadable) {
+      setCurrentKey(key);
+      fenceState.clear();
+    }
+    Set<String> read = new HashSet<>();
+    BucketRead.Result result = BucketRead.read(db, source.columns(), maxParallelism,
+        ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), change -> {
+          try {
+            if (change.kind == FenceChange.Kind.FENCE) {
+              read.add(change.fenceId);
+              setCurrentKey(new FenceKey(change.fenceId));
+            } else {
+              setCurrentKey(FenceKey.ofBucket(change.bucket));
+            }
+            apply(List.of(change));
+          } catch (Exception e) {
+            throw new IllegalStateException("applying a rebuilt fence to keyed state failed", e);
+          }
+        });
+    List<String> gone = new ArrayList<>();
+    for (String id : fences.liveIds()) {
+      if (!read.contains(id)) {
+        gone.add(id);
+      }
+    }
+    for (String id : gone) {
+      setCurrentKey(new FenceKey(id));
+      applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
+    }
+    unreadable.clear();
+    gap = null;
+    verified = true;
+    catchUpTarget = result.lsn;
+    LOG.info("Rebuilt the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
+        result.millis, result.fences, result.tombstones, Lsn.format(result.lsn), gone.size());
+  }
+
+  /**
+   * Provably complete: the restored position proven covered (or rebuilt), the stream past the
+   * catch-up target, and every owned bucket matching the source's fingerprint.
+   */
   private boolean ready() {
-    return gap == null && fingerprints.ready();
+    return verified && gap == null && Long.compareUnsigned(streamLsn, catchUpTarget) >= 0 && fingerprints.ready();
+  }
+
+  private void updatePhase() {
+    LoadPhase next = gap != null ? LoadPhase.REBUILDING
+        : !verified ? LoadPhase.GAP_CHECK
+        : Long.compareUnsigned(streamLsn, catchUpTarget) < 0 ? LoadPhase.CATCHING_UP
+        : !fingerprints.ready() ? LoadPhase.VERIFYING
+        : LoadPhase.READY;
+    setPhase(next);
+  }
+
+  private void setPhase(LoadPhase next) {
+    if (next == phase) {
+      return;
+    }
+    long now = System.currentTimeMillis();
+    boolean hydrated = episode.hydratedAt != 0;
+    if (hydrated && next != LoadPhase.REBUILDING) {
+      // A ready index between an edit and its bucket's fingerprint: in flight, not a warm-up.
+      LOG.debug("Fence index phase {} -> {}", phase, next);
+      phase = next;
+      return;
+    }
+    LOG.info("Fence index phase {} -> {} after {} ms: {} fences loaded of {} expected, {} of {} buckets unmatched, stream at {}, {} edits replayed",
+        phase, next, now - phaseSince, fences.checksum().count(), fingerprints.expectedFences(), fingerprints.unmatched(),
+        fingerprints.ownedBuckets(), Lsn.format(streamLsn), editsReceived - editsBefore);
+    if (next == LoadPhase.READY) {
+      episode.hydratedAt = now;
+      recordEpisode();
+    } else if (hydrated) {
+      // Trusted no longer (a seq gap): the rebuild is a warm-up of its own.
+      HydrationEpisode previous = episode;
+      episode = new HydrationEpisode();
+      episode.installedAt = now;
+      episode.jobName = previous.jobName;
+      episode.jobId = previous.jobId;
+      episode.subtask = previous.subtask;
+      episode.attempt = previous.attempt;
+      episode.keyGroupStart = previous.keyGroupStart;
+      episode.keyGroupEnd = previous.keyGroupEnd;
+      episode.startMode = "rebuild";
+      episode.restoredLsn = Lsn.format(streamLsn);
+      episode.restoredCommitTime = streamTime;
+      episode.gapCheck = "gap";
+      episode.gapReason = gap;
+      editsBefore = editsReceived;
+      coalescedBefore = fences.coalescedAwayCount();
+      recordEpisode();
+    }
+    phase = next;
+    phaseSince = now;
+  }
+
+  /** Emits the episode's row as it stands; later emissions of the same episode overwrite it. */
+  private void recordEpisode() {
+    episode.editsReplayed = editsReceived - editsBefore;
+    episode.editsCoalesced = fences.coalescedAwayCount() - coalescedBefore;
+    episode.fencesLoaded = fences.checksum().count();
+    episode.fencesExpected = fingerprints.expectedFences();
+    episode.checksumMatch = fingerprints.ready();
+    long peak = 0;
+    for (java.lang.management.MemoryPoolMXBean pool : java.lang.management.ManagementFactory.getMemoryPoolMXBeans()) {
+      if (pool.getType() == java.lang.management.MemoryType.HEAP && pool.getPeakUsage() != null) {
+        peak += pool.getPeakUsage().getUsed();
+      }
+    }
+    episode.peakHeapBytes = peak;
+    output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode.copy()));
   }
 
   /** Notes how far the stream has been read. */
@@ -270,13 +510,26 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     streamTime = Math.max(streamTime, change.commitTime);
   }
 
-  private void restoreFromKeyedState() throws Exception {
+  private void restoreFromKeyedState(boolean restored) throws Exception {
     KeyedStateBackend<FenceKey> backend = getKeyedStateBackend();
     List<FenceEdit> stored = new ArrayList<>();
+    if (restored) {
+      setPhase(LoadPhase.RESTORING);
+    }
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>("fence", StoredFenceSerializer.INSTANCE),
-        (FenceKey key, ValueState<StoredFence> state) -> stored.add(state.value().asSnapshotEdit(key.id)));
+        new ValueStateDescriptor<>("fence", fenceSerializer),
+        (FenceKey key, ValueState<StoredFence> state) -> {
+          if (state.value() == StoredFence.UNREADABLE) {
+            unreadable.add(key);
+          } else {
+            stored.add(state.value().asSnapshotEdit(key.id));
+          }
+        });
+    if (restored) {
+      episode.restoredAt = System.currentTimeMillis();
+      setPhase(LoadPhase.INDEXING);
+    }
     for (FenceEdit edit : stored) {
       if (edit.commitLsn() != 0 && Long.compareUnsigned(edit.commitLsn(), streamLsn) > 0) {
         streamLsn = edit.commitLsn();
@@ -291,7 +544,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)),
         (FenceKey key, ValueState<FenceChange> state) -> {
-          fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum);
+          fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum, state.value().seq);
           advanceStream(state.value());
         });
     backend.applyToAllKeys(
@@ -314,6 +567,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
             pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key.id));
           }
         });
+    if (restored) {
+      episode.indexedAt = System.currentTimeMillis();
+    }
   }
 
   @Override
@@ -340,6 +596,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge("edits_stale", () -> fences.staleCount());
     getMetricGroup().gauge("edits_coalesced", () -> fences.coalescedAwayCount());
     getMetricGroup().gauge("seq_gaps", () -> fences.gapCount());
+    getMetricGroup().gauge("index_load_phase", () -> phase.code());
+    recover();
+    // The episode's first row, with the gap check's outcome: a slow warm-up shows as it goes.
+    recordEpisode();
+    updatePhase();
   }
 
   @Override
@@ -361,10 +622,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
       streamPositionState.update(change);
+      if (phase == LoadPhase.CATCHING_UP) {
+        updatePhase();
+        if (ready()) {
+          drainUpTo(clock);
+        }
+      }
       return;
     }
     if (change.kind != FenceChange.Kind.FENCE && change.kind != FenceChange.Kind.BUCKET_STATS) {
       return;
+    }
+    if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
+      editsReceived++;
     }
     if (change.snapshot || change.commitTime <= clock) {
       boolean wasReady = ready();
@@ -390,8 +660,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (FenceChange change : changes) {
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
-        bucketStatsState.update(change);
-        fingerprints.expect(change.bucket, change.fenceCount, change.checksum);
+        if (fingerprints.expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
+          bucketStatsState.update(change);
+        }
         continue;
       }
       FenceEdit edit = decode(change);
@@ -404,10 +675,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
-    if (!announcedReady && ready()) {
-      announcedReady = true;
-      LOG.info("Fence index ready: {} fences in {} buckets match the source's fingerprints", fences.checksum().count(), fingerprints.ownedBuckets());
-    }
+    updatePhase();
   }
 
   /** Seq-checks one coalesced edit, then updates keyed state and the index, and EXITs on delete. */
@@ -428,7 +696,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (outcome == EditOutcome.GAP && gap == null) {
       // The stream lost an edit: nothing else it delivered can be trusted either.
       gap = "seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit";
-      LOG.warn("{}; no location will be evaluated", gap);
+      LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", gap);
+      scheduleRecovery(0);
     }
     StoredFence previous = fenceState.value();
     boolean deleted = edit.kind() == EditKind.DELETE;
@@ -440,8 +709,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (deleted) {
       // An object inside a deleted fence leaves it now, at the delete's commit time.
       for (Map.Entry<String, Long> member : membersState.entries()) {
-        emit(new GeofenceTrigger(member.getKey(), edit.fenceId(), TriggerKind.EXIT, edit.commitTimeMillis(),
-            Double.NaN, Double.NaN, edit.seq(), null, System.currentTimeMillis()));
+        emit(GeofenceTrigger.exitOnDelete(member.getKey(), edit.fenceId(), edit.commitTimeMillis(), edit.seq(), System.currentTimeMillis()));
         Set<String> inside = fencesByObject.get(member.getKey());
         if (inside != null) {
           inside.remove(edit.fenceId());
@@ -601,6 +869,16 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   // ---- for tests -----------------------------------------------------------------------------------
+
+  /** This operator writes fences in format {@code version}, as another release would. */
+  FenceIndexOperator writingFormat(byte version) {
+    fenceSerializer = new StoredFenceSerializer(version);
+    return this;
+  }
+
+  LoadPhase phase() {
+    return phase;
+  }
 
   FenceSet fences() {
     return fences;

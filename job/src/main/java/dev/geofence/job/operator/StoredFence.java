@@ -13,6 +13,12 @@ import dev.geofence.state.geom.FenceGeometry;
  */
 public final class StoredFence {
 
+  /**
+   * A value of a format this release cannot read (see {@link StoredFenceSerializer}): the restored
+   * fences cannot be used, and the index is rebuilt from the source.
+   */
+  static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, 0, 0);
+
   final long seq;
   final boolean deleted;
   final FenceGeometry geometry;

@@ -6,6 +6,7 @@ import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
 import org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton;
 import org.apache.flink.core.memory.DataInputView;
+import org.apache.flink.core.memory.DataOutputSerializer;
 import org.apache.flink.core.memory.DataOutputView;
 
 /**
@@ -13,7 +14,11 @@ import org.apache.flink.core.memory.DataOutputView;
  * version byte, so that a release meeting state it cannot read says so (and the index is rebuilt
  * from the source) instead of misreading it.
  *
- * <p>Format 1: version, seq, flags (1 = deleted, 2 = has geometry, 4 = has tenant), commit LSN,
+ * <p>Every format starts with its version byte and the length of the rest, so that a value of a
+ * format this release does not know is skipped whole and read as {@link StoredFence#UNREADABLE},
+ * on either state backend, and the operator rebuilds from the source instead of failing to restore.
+ *
+ * <p>Format 1: version, length, seq, flags (1 = deleted, 2 = has geometry, 4 = has tenant), commit LSN,
  * commit time, [tenant], [polygon count, polygon offsets, ring count, ring offsets, vertex count,
  * coordinates].
  */
@@ -28,13 +33,15 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
   private static final int HAS_GEOMETRY = 2;
   private static final int HAS_TENANT = 4;
 
-  /** Thrown for a stored value of a format this release does not know. */
-  public static final class UnknownFormatException extends IOException {
-    private static final long serialVersionUID = 1L;
+  /** The version written; the current one, except in tests of what an older release meets. */
+  private final byte writtenVersion;
 
-    UnknownFormatException(int version) {
-      super("stored fence format " + version + " is unknown to this release (it reads " + FORMAT_VERSION + ")");
-    }
+  private StoredFenceSerializer() {
+    this(FORMAT_VERSION);
+  }
+
+  StoredFenceSerializer(byte writtenVersion) {
+    this.writtenVersion = writtenVersion;
   }
 
   @Override
@@ -64,31 +71,36 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
 
   @Override
   public void serialize(StoredFence fence, DataOutputView out) throws IOException {
-    out.writeByte(FORMAT_VERSION);
-    out.writeLong(fence.seq);
+    DataOutputSerializer body = new DataOutputSerializer(64);
+    body.writeLong(fence.seq);
     int flags = (fence.deleted ? DELETED : 0) | (fence.geometry != null ? HAS_GEOMETRY : 0) | (fence.tenant != null ? HAS_TENANT : 0);
-    out.writeByte(flags);
-    out.writeLong(fence.commitLsn);
-    out.writeLong(fence.commitTime);
+    body.writeByte(flags);
+    body.writeLong(fence.commitLsn);
+    body.writeLong(fence.commitTime);
     if (fence.tenant != null) {
-      out.writeUTF(fence.tenant);
+      body.writeUTF(fence.tenant);
     }
     if (fence.geometry != null) {
-      writeInts(out, fence.geometry.polygonStarts());
-      writeInts(out, fence.geometry.ringStarts());
+      writeInts(body, fence.geometry.polygonStarts());
+      writeInts(body, fence.geometry.ringStarts());
       double[] xy = fence.geometry.coordinates();
-      out.writeInt(xy.length);
+      body.writeInt(xy.length);
       for (double v : xy) {
-        out.writeDouble(v);
+        body.writeDouble(v);
       }
     }
+    out.writeByte(writtenVersion);
+    out.writeInt(body.length());
+    out.write(body.getSharedBuffer(), 0, body.length());
   }
 
   @Override
   public StoredFence deserialize(DataInputView in) throws IOException {
     int version = in.readByte();
+    int length = in.readInt();
     if (version != FORMAT_VERSION) {
-      throw new UnknownFormatException(version);
+      in.skipBytesToRead(length);
+      return StoredFence.UNREADABLE;
     }
     long seq = in.readLong();
     int flags = in.readByte();
@@ -115,7 +127,11 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
 
   @Override
   public void copy(DataInputView source, DataOutputView target) throws IOException {
-    serialize(deserialize(source), target);
+    // Byte for byte, so that a value of an unknown format survives a copy too.
+    target.writeByte(source.readByte());
+    int length = source.readInt();
+    target.writeInt(length);
+    target.write(source, length);
   }
 
   private static void writeInts(DataOutputView out, int[] values) throws IOException {

@@ -22,6 +22,13 @@ class GeofenceCommandTest {
     }
   }
 
+  @Test
+  void helpDocumentsTheReadyCommand() throws Exception {
+    Result r = run("ready", "--help");
+    assertThat(r.status).isZero();
+    assertThat(r.out).contains("java -jar geofence-job.jar ready --rest-url URL [--job NAME]", "--timeout D");
+  }
+
   @ParameterizedTest
   @CsvSource(delimiter = '|', value = {
       "run --source-url jdbc:postgresql://h/db --bogus 1 | unknown option --bogus (see --help)",
@@ -30,9 +37,12 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be kafka:BOOTSTRAP/TOPIC, got 'kafka:onlyhost'",
       "run --source-url mysql://h/db --source-user u --locations file:/x | the fence database URL must look like jdbc:postgresql://host:port/database, got mysql://h/db",
       "run --slot | option --slot needs a value",
-      "launch | unknown command 'launch'; the commands are run and demo (see --help)",
+      "launch | unknown command 'launch'; the commands are run, demo and ready (see --help)",
+      "ready --job geofence | option --rest-url is required (see --help)",
+      "ready --rest-url localhost:8081 | option --rest-url must look like http://host:8081, got 'localhost:8081'",
+      "ready --rest-url http://localhost:8081 --timeout 0s | option --timeout must be longer than 0",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --state-backend memory | option --state-backend must be hashmap or rocksdb, got 'memory'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval soon | option --checkpoint-interval must be a duration like 500ms, 10s, 5m or 1h, got 'soon'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval soon | option --checkpoint-interval must be a duration like 500ms, 10s, 5m, 1h or 30d, got 'soon'",
       "run --source-url jdbc:postgresql://h/db --source-user u --slot bad-name! --locations file:/x | the replication slot 'bad-name!' is not a plain SQL identifier (letters, digits and _, at most 63)",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval 1s --heartbeat-interval 5s | option --heartbeat-interval must be shorter than three checkpoint intervals (3000 ms)",
   })

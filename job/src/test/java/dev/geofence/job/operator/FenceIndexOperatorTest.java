@@ -213,7 +213,7 @@ class FenceIndexOperatorTest {
    * Plays the source of truth: sends each fence change, then the new fingerprint of its bucket at
    * the same commit time, as the migration's triggers and the change stream do.
    */
-  private static final class Source {
+  static final class Source {
     final KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness;
     final Map<String, Long> live = new HashMap<>();
 
@@ -278,7 +278,7 @@ class FenceIndexOperatorTest {
     h.processBothWatermarks(new Watermark(t));
   }
 
-  private static List<GeofenceTrigger> triggers(
+  static List<GeofenceTrigger> triggers(
       KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
     List<GeofenceTrigger> result = new ArrayList<>();
     ConcurrentLinkedQueue<Object> output = h.getOutput();

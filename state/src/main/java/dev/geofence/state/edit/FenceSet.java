@@ -2,7 +2,9 @@ package dev.geofence.state.edit;
 
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.index.FenceIndex;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -107,6 +109,17 @@ public final class FenceSet {
   public boolean isLive(String id) {
     Long stored = versions.get(id);
     return stored != null && stored > 0;
+  }
+
+  /** The ids of the live fences. */
+  public List<String> liveIds() {
+    List<String> ids = new ArrayList<>();
+    versions.forEach((id, stored) -> {
+      if (stored > 0) {
+        ids.add(id);
+      }
+    });
+    return ids;
   }
 
   public FenceIndex index() {

@@ -22,6 +22,7 @@ public final class BucketFingerprints {
   private final boolean[] heard = new boolean[FenceBuckets.COUNT];
   private final long[] expectedCount = new long[FenceBuckets.COUNT];
   private final long[] expectedChecksum = new long[FenceBuckets.COUNT];
+  private final long[] expectedVersion = new long[FenceBuckets.COUNT];
   private final boolean[] unmatched = new boolean[FenceBuckets.COUNT];
   private int unmatchedCount;
   private long loaded;
@@ -68,15 +69,26 @@ public final class BucketFingerprints {
     recheck(b);
   }
 
-  /** The source's fingerprint of a bucket, as of the change stream's position. */
-  public void expect(int bucket, long fenceCount, long fenceChecksum) {
+  /**
+   * The source's fingerprint of a bucket, as of the change stream's position. A fingerprint older
+   * than the one held (a lower {@code version} of the bucket's row) is ignored: after a rebuild read
+   * the table, the stream may still deliver the rows it read past.
+   *
+   * @return whether it was taken
+   */
+  public boolean expect(int bucket, long fenceCount, long fenceChecksum, long version) {
+    if (heard[bucket] && version < expectedVersion[bucket]) {
+      return false;
+    }
     if (owned[bucket]) {
       expected += fenceCount - (heard[bucket] ? expectedCount[bucket] : 0);
     }
     heard[bucket] = true;
     expectedCount[bucket] = fenceCount;
     expectedChecksum[bucket] = fenceChecksum;
+    expectedVersion[bucket] = version;
     recheck(bucket);
+    return true;
   }
 
   private void recheck(int b) {

@@ -1,0 +1,280 @@
+package dev.geofence.job.cli;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.job.operator.LoadPhase;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.ConnectException;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.UnknownHostException;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.channels.UnresolvedAddressException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/**
+ * {@code ready}: whether the fence index of a running job is ready to evaluate locations, for
+ * readiness probes. It only reads Flink's REST API (the job, its "Fence index" vertex and that
+ * operator's gauges per subtask) and never changes the job.
+ *
+ * <p>Contract: prints one line and returns 0 with {@code ready: N of N subtasks, F fences} when
+ * every subtask of the fence index reports {@code index_ready} = 1. Otherwise returns 1 with
+ * {@code not ready: ...}: each subtask that is not ready (numbered from 0, as in Flink's REST API)
+ * with its load phase (if the operator exports {@code index_load_phase}) and what it waits for, or
+ * one sentence saying why readiness cannot be told (REST API unreachable or slower than {@code
+ * --timeout}, no such running job, a metric not fetched yet). All requests together take at most
+ * {@code --timeout}. The answer is as fresh as Flink's {@code metrics.fetcher.update-interval}.
+ * Bad options throw {@link IllegalArgumentException}.
+ */
+final class ReadinessProbe {
+
+  static final Set<String> OPTIONS = Set.of("rest-url", "job", "timeout");
+
+  private static final String VERTEX = "Fence index";
+  private static final String[] GAUGES = {
+    "index_ready", "index_load_phase", "index_completeness", "fences_loaded", "gap_detected", "buckets_unmatched", "catchup_lag_ms"};
+  private static final String FETCHED = " (Flink fetches metrics every metrics.fetcher.update-interval; ask again)";
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final String restUrl;
+  private final String job;
+  private final Duration timeout;
+  private final long deadline;
+  private final HttpClient http;
+
+  private ReadinessProbe(String restUrl, String job, Duration timeout) {
+    this.restUrl = restUrl;
+    this.job = job;
+    this.timeout = timeout;
+    this.deadline = System.nanoTime() + timeout.toNanos();
+    this.http = HttpClient.newBuilder().connectTimeout(timeout).build();
+  }
+
+  static int run(Options options, PrintStream out) {
+    String restUrl = options.required("rest-url").replaceAll("/+$", "");
+    if (!isHttpUrl(restUrl)) {
+      throw new IllegalArgumentException("option --rest-url must look like http://host:8081, got '" + restUrl + "'");
+    }
+    Duration timeout = options.getDuration("timeout", Duration.ofSeconds(5));
+    if (timeout.isZero() || timeout.isNegative()) {
+      throw new IllegalArgumentException("option --timeout must be longer than 0");
+    }
+    try {
+      out.println("ready: " + new ReadinessProbe(restUrl, options.get("job", null), timeout).check());
+      return 0;
+    } catch (NotReady e) {
+      out.println("not ready: " + e.getMessage());
+      return 1;
+    }
+  }
+
+  private String check() throws NotReady {
+    String jobId = runningJob();
+    JsonNode vertex = null;
+    for (JsonNode v : get("/jobs/" + jobId).path("vertices")) {
+      if (v.path("name").asText().contains(VERTEX)) {
+        vertex = v;
+        break;
+      }
+    }
+    if (vertex == null) {
+      throw new NotReady("job " + jobId + " has no operator named '" + VERTEX + "'; is it the geofence job?");
+    }
+    String base = "/jobs/" + jobId + "/vertices/" + vertex.path("id").asText();
+    // Until a subtask has restored its state it has not opened, so it has no gauges yet, and the
+    // metric store may still hold a previous attempt's values.
+    List<String> notReady = new ArrayList<>();
+    JsonNode subtasks = get(base).path("subtasks");
+    if (subtasks.isEmpty()) {
+      throw new NotReady("Flink's REST API lists no subtasks of the fence index of job " + jobId);
+    }
+    for (JsonNode subtask : subtasks) {
+      String status = subtask.path("status").asText();
+      if (!status.equals("RUNNING")) {
+        notReady.add("subtask " + subtask.path("subtask").asInt() + " " + status.toLowerCase(Locale.ROOT));
+      }
+    }
+    if (!notReady.isEmpty()) {
+      throw new NotReady(String.join("; ", notReady));
+    }
+
+    // Metric ids carry the operator's scope as Flink formats it, so match them by name.
+    Map<String, String> ids = new HashMap<>();
+    for (JsonNode metric : get(base + "/subtasks/metrics")) {
+      String id = metric.path("id").asText();
+      for (String gauge : GAUGES) {
+        if (id.endsWith("." + gauge)) {
+          ids.put(gauge, id);
+        }
+      }
+    }
+    if (!ids.containsKey("index_ready")) {
+      throw new NotReady("the fence index has no index_ready metric yet" + FETCHED);
+    }
+    String query = ids.values().stream().map(id -> URLEncoder.encode(id, StandardCharsets.UTF_8)).collect(Collectors.joining(","));
+    long fences = 0;
+    for (JsonNode subtask : subtasks) {
+      int index = subtask.path("subtask").asInt();
+      Map<String, String> values = new HashMap<>();
+      for (JsonNode metric : get(base + "/subtasks/" + index + "/metrics?get=" + query)) {
+        values.put(metric.path("id").asText(), metric.path("value").asText());
+      }
+      Map<String, Double> gauges = new HashMap<>();
+      ids.forEach((gauge, id) -> {
+        Double value = number(values.get(id));
+        if (value != null) {
+          gauges.put(gauge, value);
+        }
+      });
+      Double ready = gauges.get("index_ready");
+      if (ready == null) {
+        throw new NotReady("subtask " + index + " of the fence index has no index_ready metric yet" + FETCHED);
+      }
+      if (ready != 1) {
+        notReady.add(reason(index, gauges));
+      }
+      fences += gauges.getOrDefault("fences_loaded", 0.0).longValue();
+    }
+    if (!notReady.isEmpty()) {
+      throw new NotReady(String.join("; ", notReady));
+    }
+    return subtasks.size() + " of " + subtasks.size() + " subtasks, " + fences + " fences";
+  }
+
+  /** The id of the job to ask about: the one named or given by id, or else the only running one. */
+  private String runningJob() throws NotReady {
+    List<String> running = new ArrayList<>();
+    String stopped = null;
+    for (JsonNode j : get("/jobs/overview").path("jobs")) {
+      String id = j.path("jid").asText();
+      String state = j.path("state").asText();
+      if (job != null && !job.equals(id) && !job.equals(j.path("name").asText())) {
+        continue;
+      }
+      if (state.equals("RUNNING")) {
+        running.add(id);
+      } else {
+        stopped = state;
+      }
+    }
+    if (running.size() == 1) {
+      return running.get(0);
+    }
+    if (job == null) {
+      throw new NotReady(running.isEmpty()
+          ? "no job is running at " + restUrl
+          : running.size() + " jobs are running at " + restUrl + "; name one with --job");
+    }
+    if (!running.isEmpty()) {
+      throw new NotReady(running.size() + " running jobs are named '" + job + "'; give the job id with --job");
+    }
+    throw new NotReady(stopped == null
+        ? "no job named or with id '" + job + "' at " + restUrl
+        : "job '" + job + "' is not running (" + stopped + ")");
+  }
+
+  private static String reason(int index, Map<String, Double> gauges) {
+    List<String> state = new ArrayList<>();
+    if (gauges.getOrDefault("gap_detected", 0.0) == 1) {
+      state.add("gap detected");
+    }
+    Double code = gauges.get("index_load_phase");
+    LoadPhase phase = code == null ? null : LoadPhase.ofCode(code.intValue());
+    if (phase != null) {
+      state.add(phase.toString());
+    }
+    List<String> details = new ArrayList<>();
+    Double completeness = gauges.get("index_completeness");
+    if (completeness != null && completeness < 1) {
+      details.add(String.format(Locale.ROOT, "completeness %.2f", completeness));
+    }
+    double unmatched = gauges.getOrDefault("buckets_unmatched", 0.0);
+    if (unmatched > 0) {
+      details.add((long) unmatched + " buckets unmatched");
+    }
+    double lag = gauges.getOrDefault("catchup_lag_ms", -1.0);
+    if (phase == LoadPhase.CATCHING_UP && lag >= 0) {
+      details.add(String.format(Locale.ROOT, "%.1f s behind", lag / 1000));
+    }
+    return "subtask " + index + " " + (state.isEmpty() ? "not ready" : String.join(", ", state))
+        + (details.isEmpty() ? "" : " (" + String.join(", ", details) + ")");
+  }
+
+  private static boolean isHttpUrl(String url) {
+    try {
+      return url.matches("https?://[^/?#]+(/[^?#]*)?") && URI.create(url).getHost() != null;
+    } catch (IllegalArgumentException e) {
+      return false;
+    }
+  }
+
+  private static Double number(String value) {
+    try {
+      return value == null ? null : Double.valueOf(value);
+    } catch (NumberFormatException e) {
+      return null;
+    }
+  }
+
+  private JsonNode get(String path) throws NotReady {
+    long left = deadline - System.nanoTime();
+    if (left <= 0) {
+      throw new NotReady("Flink's REST API at " + restUrl + " did not answer within " + timeout.toMillis() + " ms");
+    }
+    HttpRequest request = HttpRequest.newBuilder(URI.create(restUrl + path)).timeout(Duration.ofNanos(left)).build();
+    HttpResponse<String> response;
+    try {
+      response = http.send(request, HttpResponse.BodyHandlers.ofString());
+    } catch (HttpTimeoutException e) {
+      throw new NotReady("Flink's REST API at " + restUrl + " did not answer within " + timeout.toMillis() + " ms");
+    } catch (IOException e) {
+      throw new NotReady("cannot reach Flink's REST API at " + restUrl + " (" + why(e) + ")");
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new NotReady("interrupted while asking Flink's REST API at " + restUrl);
+    }
+    if (response.statusCode() != 200) {
+      throw new NotReady("Flink's REST API at " + restUrl + " answered HTTP " + response.statusCode() + " to GET " + path);
+    }
+    try {
+      return JSON.readTree(response.body());
+    } catch (JsonProcessingException e) {
+      throw new NotReady(restUrl + " did not answer GET " + path + " with JSON; is it Flink's REST API?");
+    }
+  }
+
+  /** The HTTP client's exceptions for a refused connection or an unknown host carry no message. */
+  private static String why(IOException e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof UnresolvedAddressException || t instanceof UnknownHostException) {
+        return "unknown host";
+      }
+      if (t.getMessage() != null) {
+        return t.getMessage();
+      }
+    }
+    return e instanceof ConnectException ? "could not connect" : e.getClass().getSimpleName();
+  }
+
+  /** Why the index is not ready, or why that cannot be told; the message is the probe's answer. */
+  private static final class NotReady extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    NotReady(String message) {
+      super(message);
+    }
+  }
+}

@@ -1,0 +1,177 @@
+package dev.geofence.job.operator;
+
+import static dev.geofence.job.operator.FenceIndexOperatorTest.location;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.triggers;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.upsert;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.connectors.source.Migrations;
+import dev.geofence.state.geom.GeometryReadOptions;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.net.ServerSocket;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
+import org.junit.jupiter.api.Test;
+import org.locationtech.jts.io.WKBWriter;
+import org.locationtech.jts.io.WKTReader;
+
+/**
+ * The operator's side of the restore protocol against a real PostgreSQL: the gap check retried
+ * while the database is unreachable, and a rebuild from the source of truth when the restored state
+ * is of a format this release cannot read.
+ */
+class FenceIndexRecoveryTest {
+
+  private static final String SQUARE = "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0))";
+  private static final String FAR_SQUARE = "POLYGON ((20 20, 30 20, 30 30, 20 30, 20 20))";
+  /** A stream position past anything a fresh server has written, so a new slot never looks ahead of it. */
+  private static final long FAR_LSN = 0x7FFF_0000_0000_0000L;
+
+  @Test
+  void unreachableDatabaseAtRestoreHoldsLocationsUntilItIsBack() throws Exception {
+    int port;
+    try (ServerSocket socket = new ServerSocket(0)) {
+      port = socket.getLocalPort();
+    }
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      FenceChange a = upsert("a", 1, SQUARE, false, 100);
+      a.lsn = FAR_LSN;
+      source.send(a);
+      source.sendAllBuckets();
+      harness.processBothWatermarks(new Watermark(150));
+      snapshot = harness.snapshot(1, 150);
+    }
+    FenceIndexOperator operator = new FenceIndexOperator(
+        GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(port, "slot_unreachable"), null);
+    try (var harness = harness(operator)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      assertThat(operator.phase()).isEqualTo(LoadPhase.GAP_CHECK);
+      harness.processElement2(location("o1", 500, 5, 5), 500);
+      harness.processBothWatermarks(new Watermark(1000));
+      harness.setProcessingTime(FenceIndexOperator.RETRY_INTERVAL_MS + 1);
+      assertThat(triggers(harness)).as("nothing evaluated while the gap check cannot run").isEmpty();
+      assertThat(operator.phase()).as("still retrying").isEqualTo(LoadPhase.GAP_CHECK);
+
+      try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setPort(port).setServerConfig("wal_level", "logical").start();
+          Connection db = pg.getPostgresDatabase().getConnection();
+          Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        s.execute("SELECT pg_create_logical_replication_slot('slot_unreachable', 'pgoutput')");
+        harness.setProcessingTime(3 * FenceIndexOperator.RETRY_INTERVAL_MS + 1);
+        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
+      }
+      List<HydrationEpisode> rows = episodes(harness);
+      assertThat(rows).extracting(e -> e.gapCheck).contains("unreachable", "covered");
+      HydrationEpisode last = rows.get(rows.size() - 1);
+      assertThat(last.installedAt).isEqualTo(rows.get(0).installedAt);
+      assertThat(last.startMode).isEqualTo("checkpoint");
+      assertThat(last.hydratedAt).isGreaterThanOrEqualTo(last.indexedAt);
+      assertThat(last.fencesLoaded).isEqualTo(1);
+      assertThat(last.checksumMatch).isTrue();
+    }
+  }
+
+  @Test
+  void stateOfAnUnknownFormatIsRebuiltFromTheSource() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_format', 'pgoutput')");
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+        for (String[] fence : new String[][] {{"a", SQUARE}, {"b", FAR_SQUARE}, {"c", SQUARE}}) {
+          insert.setString(1, fence[0]);
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
+          insert.execute();
+        }
+      }
+      s.execute("UPDATE fences SET geom = geom WHERE id = 'a'");
+      s.execute("DELETE FROM fences WHERE id = 'c'");
+
+      OperatorSubtaskState snapshot;
+      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB)
+          .writingFormat((byte) 9);
+      try (var harness = harness(other)) {
+        harness.open();
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+        source.send(upsert("a", 1, FAR_SQUARE, true, 0));
+        source.send(upsert("c", 1, SQUARE, true, 0));
+        source.sendAllBuckets();
+        snapshot = harness.snapshot(1, 10);
+      }
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_format"), null);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(operator.phase()).as("rebuilt, waiting for the stream to pass the read").isEqualTo(LoadPhase.CATCHING_UP);
+        assertThat(operator.fences().seqOf("a")).isEqualTo(2);
+        assertThat(operator.fences().isLive("b")).isTrue();
+        assertThat(operator.fences().isLive("c")).isFalse();
+        assertThat(operator.fences().seqOf("c")).isEqualTo(2);
+        heartbeat(harness, FAR_LSN, 200);
+        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        harness.processElement2(location("o1", 300, 5, 5), 300);
+        harness.processElement2(location("o2", 300, 25, 25), 300);
+        harness.processBothWatermarks(new Watermark(400));
+        assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder("ENTER o1 a@2 t=300", "ENTER o2 b@1 t=300");
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.gapCheck).isEqualTo("gap");
+        assertThat(last.gapReason).contains("state format");
+        assertThat(last.hydratedAt).isPositive();
+      }
+    }
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------------
+
+  private static FenceSourceOptions options(int port, String slot) {
+    return FenceSourceOptions.builder()
+        .url("jdbc:postgresql://localhost:" + port + "/postgres").username("postgres").password("").slotName(slot).build();
+  }
+
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
+      FenceIndexOperator operator) throws Exception {
+    return new KeyedTwoInputStreamOperatorTestHarness<>(operator,
+        (FenceChange c) -> c.kind == FenceChange.Kind.FENCE ? new FenceKey(c.fenceId) : FenceKey.ofBucket(c.bucket),
+        null, TypeInformation.of(FenceKey.class), 128, 1, 0);
+  }
+
+  /** The stream's heartbeat, as the job fans it out: one copy per key group. */
+  private static void heartbeat(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
+      long lsn, long commitTime) throws Exception {
+    FenceChange beat = new FenceChange();
+    beat.kind = FenceChange.Kind.HEARTBEAT;
+    beat.lsn = lsn;
+    beat.commitTime = commitTime;
+    for (int g = 0; g < 128; g++) {
+      harness.processElement1(beat.copyForKeyGroup(g), commitTime);
+    }
+  }
+
+  private static List<HydrationEpisode> episodes(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
+    List<HydrationEpisode> rows = new ArrayList<>();
+    for (StreamRecord<HydrationEpisode> r : h.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)) {
+      rows.add(r.getValue());
+    }
+    return rows;
+  }
+}
