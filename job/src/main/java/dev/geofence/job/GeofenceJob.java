@@ -18,6 +18,7 @@ import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSource;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.Collector;
@@ -113,8 +114,14 @@ public final class GeofenceJob {
         .name("Fence edits, bucket fingerprints, stream position")
         .setParallelism(1);
 
-    SingleOutputStreamOperator<Location> locations = env
-        .fromSource(endpoints.locations, WatermarkStrategy.noWatermarks(), "Location lines")
+    DataStreamSource<String> lines = env
+        .fromSource(endpoints.locations, WatermarkStrategy.noWatermarks(), "Location lines");
+    if (endpoints.locations instanceof DataGeneratorSource) {
+      // A generator numbers its locations in one sequence, which is also its timeline: split over
+      // readers, all but the first would start far in the future.
+      lines.setParallelism(1);
+    }
+    SingleOutputStreamOperator<Location> locations = lines
         .uid(LOCATION_SOURCE_UID)
         .process(new ParseLocations())
         .uid(PARSE_LOCATIONS_UID)
