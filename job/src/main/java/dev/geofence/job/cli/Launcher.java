@@ -20,6 +20,9 @@ import java.util.jar.JarFile;
  */
 public final class Launcher {
 
+  /** Logging of {@code java -jar} runs, unless the JVM is given its own. */
+  static final String LOG_CONFIG = "geofence-log4j2.properties";
+
   private static final String FLINK_PROBE = "org.apache.flink.streaming.api.environment.StreamExecutionEnvironment";
 
   private Launcher() {}
@@ -38,7 +41,12 @@ public final class Launcher {
     }
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    command.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
+    List<String> jvmOptions = ManagementFactory.getRuntimeMXBean().getInputArguments();
+    command.addAll(jvmOptions);
+    if (jvmOptions.stream().noneMatch(o -> o.startsWith("-Dlog4j.configurationFile="))) {
+      // The phases, gap checks and rebuilds on stderr; a cluster logs with its own configuration.
+      command.add("-Dlog4j.configurationFile=classpath:" + LOG_CONFIG);
+    }
     try (JarFile file = new JarFile(jar.toFile())) {
       Attributes manifest = file.getManifest().getMainAttributes();
       for (String module : manifest.getValue("Add-Opens").split(" ")) {
