@@ -5,6 +5,8 @@
 -- was deleted before; an update takes old.seq + 1; a delete is version old.seq + 1, recorded in
 -- fence_tombstones. A jump in a fence's seq in the change stream therefore proves a lost edit.
 -- (The change stream carries a delete's old row, so a reader gives the delete seq = old.seq + 1.)
+-- A tombstone stays when its id is re-created: a reader that rebuilds from the tables after
+-- missing the history still learns that the fence was deleted in between (its objects EXIT).
 --
 -- fence_stats holds, in the same transaction as every edit, the live fence count and the XOR over
 -- live fences of fence_hash(id, seq); fence_bucket_stats the same per bucket. Statement-level
@@ -31,8 +33,9 @@ ALTER TABLE fence_stats REPLICA IDENTITY FULL;
 -- The same fingerprint per bucket of fences: bucket = the low 12 bits of the first 4 bytes of
 -- md5(id), 4096 buckets. The job maps bucket b onto Flink key group b mod max-parallelism, so each
 -- subtask can check its own fences against the buckets it owns, at the same LSN, from the stream.
--- version counts the row's updates: a reader that rebuilt a bucket from a table read knows which
--- streamed fingerprints are older than its read, exactly, whatever order they arrive in.
+-- version counts the row's updates, one per statement that edits the bucket: a reader that
+-- rebuilt a bucket from a table read knows which streamed fingerprints are older than its read,
+-- and a reader that restored knows whether the stream skipped any (a version missing or jumped).
 CREATE TABLE IF NOT EXISTS fence_bucket_stats (
     bucket       int PRIMARY KEY CHECK (bucket BETWEEN 0 AND 4095),
     fence_count  bigint NOT NULL,
@@ -92,7 +95,6 @@ END $$;
 
 CREATE OR REPLACE FUNCTION fences_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM fence_tombstones t USING new_rows n WHERE t.id = n.id;
     INSERT INTO fence_bucket_stats AS b (bucket, fence_count, checksum)
     SELECT fence_bucket(id), count(*), bit_xor(fence_hash(id, seq)) FROM new_rows GROUP BY 1
     ON CONFLICT (bucket) DO UPDATE SET fence_count = b.fence_count + excluded.fence_count,

@@ -119,17 +119,24 @@ abstract class EndToEndFixture {
 
   /** Starts the job, restoring from {@code savepoint} unless it is null. */
   JobClient start(String url, String slot, Path inbox, int parallelism, String stateBackend, String savepoint) throws Exception {
+    return start(url, url, slot, inbox, parallelism, stateBackend, savepoint);
+  }
+
+  /** Starts the job reading fences from {@code sourceUrl} and writing its tables to {@code url}. */
+  JobClient start(String url, String sourceUrl, String slot, Path inbox, int parallelism, String stateBackend, String savepoint)
+      throws Exception {
     Configuration config = new Configuration();
     if (savepoint != null) {
       config.set(org.apache.flink.configuration.StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
     }
     config.set(StateBackendOptions.STATE_BACKEND, stateBackend);
+    config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, stateBackend.equals("rocksdb"));
     config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
     env.enableCheckpointing(1000);
     FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(url).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
+        .url(sourceUrl).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
@@ -138,7 +145,7 @@ abstract class EndToEndFixture {
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.hydrationHistory(sink, batches, JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
+            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(), JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
             JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
             source),
         JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());

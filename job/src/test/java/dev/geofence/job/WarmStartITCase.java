@@ -79,14 +79,17 @@ class WarmStartITCase extends EndToEndFixture {
       } finally {
         third.cancel().get();
       }
-      // One row per subtask per restore (2 + 3 + 1, more if Flink failed a job over on the way),
-      // each hydrated; the single subtask of the last restore holds every live fence.
+      // Each subtask of each run hydrated; the restores caught up (the slot could not have moved:
+      // its old reader had gone) and are labelled with the savepoint.
       List<Episode> episodes = episodes(db);
-      assertThat(episodes).noneMatch(e -> e.startMode.equals("rebuild"));
-      assertThat(episodes).filteredOn(e -> e.attempt == 0).extracting(e -> e.startMode)
-          .containsExactly("fresh", "fresh", "savepoint", "savepoint", "savepoint", "savepoint");
-      assertThat(episodes).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(6).allSatisfy(EndToEndFixture::assertHydrated);
-      assertThat(episodes).filteredOn(e -> e.startMode.equals("savepoint")).allSatisfy(e -> assertThat(e.gapCheck).isEqualTo("covered"));
+      assertThat(episodes).noneMatch(e -> e.startMode.equals("rebuild") || "gap".equals(e.gapCheck));
+      assertThat(episodes).filteredOn(e -> e.hydratedAt != 0).allSatisfy(EndToEndFixture::assertHydrated);
+      Map<String, Set<Integer>> hydratedSubtasks = episodes.stream().filter(e -> e.hydratedAt != 0).collect(
+          java.util.stream.Collectors.groupingBy(e -> e.jobId, java.util.LinkedHashMap::new,
+              java.util.stream.Collectors.mapping(e -> e.subtask, java.util.stream.Collectors.toSet())));
+      assertThat(hydratedSubtasks.values()).containsExactly(Set.of(0, 1), Set.of(0, 1, 2), Set.of(0));
+      assertThat(episodes).filteredOn(e -> e.attempt == 0 && e.restoredAt != 0).isNotEmpty()
+          .allSatisfy(e -> assertThat(e.startMode).isEqualTo("savepoint"));
       assertOneRowPerSubtaskAndAttempt(episodes);
       // Both restores replayed the edits made while the job was down before they were ready.
       Map<String, Long> replayed = episodes.stream().filter(e -> e.startMode.equals("savepoint"))
@@ -114,13 +117,13 @@ class WarmStartITCase extends EndToEndFixture {
       awaitClockPast(db, moveObjects(db, inbox, random, 1, inside));
       awaitTriggers(db, expected.size());
       String older = first.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
-      long afterSavepoint = lsn(db, "SELECT pg_current_wal_lsn()");
 
-      // Edits the older savepoint has not seen, then checkpoints until the slot confirms past it.
+      // Edits the older savepoint has not seen, then checkpoints until the slot confirms past them.
       deleteFences(db, 0, 5, inside);
       placeFences(db, random, 5, 10);
+      long afterEdits = lsn(db, "SELECT pg_current_wal_lsn()");
       long deadline = System.currentTimeMillis() + 60_000;
-      while (lsn(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'slot_old'") <= afterSavepoint) {
+      while (lsn(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'slot_old'") <= afterEdits) {
         assertThat(System.currentTimeMillis()).as("the slot never confirmed past the savepoint").isLessThan(deadline);
         Thread.sleep(200);
       }
@@ -138,11 +141,13 @@ class WarmStartITCase extends EndToEndFixture {
       } finally {
         second.cancel().get();
       }
-      List<Episode> restored = episodes(db).stream().filter(e -> e.startMode.equals("savepoint") && e.attempt == 0).toList();
-      assertThat(restored).hasSize(2).allSatisfy(e -> {
+      // A subtask whose buckets had edits in the skipped stretch rebuilt; one whose buckets had
+      // none proved so by the versions and kept its restored fences.
+      List<Episode> restored = episodes(db).stream().filter(e -> e.jobId.equals(second.getJobID().toString())).toList();
+      assertThat(restored).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
+      assertThat(restored).anySatisfy(e -> {
         assertThat(e.gapCheck).isEqualTo("gap");
-        assertThat(e.gapReason).contains("confirmed");
-        assertHydrated(e);
+        assertThat(e.gapReason).contains("skipped");
       });
     }
   }
@@ -220,8 +225,55 @@ class WarmStartITCase extends EndToEndFixture {
       }
       List<Episode> gaps = episodes(db).stream().filter(e -> "gap".equals(e.gapCheck)).toList();
       assertThat(gaps).as("a gap found by the restored subtasks").isNotEmpty()
-          .allSatisfy(e -> assertThat(e.gapReason).containsAnyOf("does not exist", "wal_status = lost", "past the restored"));
+          .allSatisfy(e -> assertThat(e.gapReason).containsAnyOf("does not exist", "wal_status = lost", "skipped"));
       assertThat(gaps).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
+    }
+  }
+
+  /**
+   * The fence database unreachable when a savepoint is restored (the network to it cut by a
+   * proxy): the job keeps retrying (the CDC source fails over, the gap check retries), and no
+   * location is evaluated; once the database is back the index catches up and the locations that
+   * arrived meanwhile are evaluated, none lost.
+   */
+  @Test
+  void databaseUnreachableAtRestoreHoldsLocationsUntilItIsBack() throws Exception {
+    String url = createDatabase(embeddedServerUrl(), "", "geofence_unreachable", false);
+    try (TcpProxy proxy = new TcpProxy("localhost", postgres.getPort());
+        Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
+      String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/geofence_unreachable";
+      SplittableRandom random = new SplittableRandom(23);
+      placeFences(db, random, 0, 30);
+      Path inbox = Files.createDirectories(temp.resolve("inbox"));
+      Map<String, Set<String>> inside = new HashMap<>();
+      JobClient first = start(url, viaProxy, "slot_unreachable", inbox, 2, "hashmap", null);
+      awaitStreaming(db, "slot_unreachable", inbox);
+      List<Location> moved = moveObjects(db, inbox, random, 1, inside);
+      awaitTriggers(db, expected.size());
+      String savepoint = stop(first);
+      awaitClockPast(db, moved);
+      placeFences(db, random, 0, 5);
+      deleteFences(db, 5, 8, inside);
+
+      proxy.down();
+      long triggersBefore = queryLong(db, "SELECT count(*) FROM geofence_triggers");
+      JobClient second = start(url, viaProxy, "slot_unreachable", inbox, 2, "hashmap", savepoint);
+      try {
+        moveObjects(db, inbox, random, 2, inside);
+        Thread.sleep(8_000);
+        assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers"))
+            .as("no location evaluated while the fence database is unreachable").isEqualTo(triggersBefore);
+        proxy.up();
+        awaitStreaming(db, "slot_unreachable", inbox);
+        threeWayCheck(db, inbox, "unreachable", POINTS);
+        assertTriggersAsUninterrupted(db);
+      } finally {
+        second.cancel().get();
+      }
+      // Flink failed the job over while the CDC source could not connect; each subtask ended
+      // hydrated once the database was back.
+      List<Episode> restored = episodes(db).stream().filter(e -> e.jobId.equals(second.getJobID().toString())).toList();
+      assertThat(restored).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
     }
   }
 
@@ -324,9 +376,21 @@ class WarmStartITCase extends EndToEndFixture {
     assertThat(rows).as("hydration rows per start, subtask and attempt").allSatisfy((key, count) -> assertThat(count).isEqualTo(1));
   }
 
+  /**
+   * Stops the job with a savepoint and waits until its CDC source has let go of the slot: until
+   * then it may still receive, and confirm, edits made after the savepoint, which the next restore
+   * then proves skipped and rebuilds (correct, but not the catch-up these cases are about).
+   */
   private String stop(JobClient job) throws Exception {
     String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
     assertThat(Path.of(java.net.URI.create(savepoint))).exists();
+    long deadline = System.currentTimeMillis() + 30_000;
+    try (Connection db = java.sql.DriverManager.getConnection(embeddedServerUrl(), "postgres", "")) {
+      while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE active") > 0) {
+        assertThat(System.currentTimeMillis()).as("the stopped job never released its slot").isLessThan(deadline);
+        Thread.sleep(100);
+      }
+    }
     return savepoint;
   }
 

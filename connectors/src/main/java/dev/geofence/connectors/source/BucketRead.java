@@ -67,8 +67,10 @@ public final class BucketRead {
         lsn = Lsn.parse(r.getString(1));
       }
       Array buckets = db.createArrayOf("int4", ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd));
-      long fences = readFences(db, columns, buckets, out);
+      // Tombstones first: of a fence deleted and re-created, the delete then reaches a reader that
+      // held the fence before both (its objects EXIT), and the re-creation follows it by seq.
       long tombstones = readTombstones(db, columns, buckets, out);
+      long fences = readFences(db, columns, buckets, out);
       readFingerprints(db, columns, buckets, out);
       db.commit();
       return new Result(lsn, fences, tombstones, (System.nanoTime() - started) / 1_000_000);

@@ -1,6 +1,7 @@
 package dev.geofence.connectors.source;
 
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.SlotState;
 import java.sql.Connection;
@@ -8,6 +9,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.Arrays;
 
 /** Reads the job's replication slot from {@code pg_replication_slots}, for the gap check. */
 public final class SlotProbe {
@@ -31,17 +33,31 @@ public final class SlotProbe {
   }
 
   /**
-   * The catch-up target: the source's WAL position now, and its {@code fence_stats} (live fences
-   * and their checksum) as of then. A restored index is caught up once the stream has passed it.
+   * The catch-up target: the versions of the given key groups' bucket fingerprints, then the
+   * source's WAL position and its {@code fence_stats} (live fences and their checksum). Read in
+   * that order, every version read was committed before the position: once the stream has passed
+   * it, each of those versions must have arrived.
    */
-  public static CatchUpTarget catchUpTarget(Connection connection, FenceTableColumns columns) throws SQLException {
+  public static CatchUpTarget catchUpTarget(
+      Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd) throws SQLException {
+    long[] versions = new long[FenceBuckets.COUNT];
+    Arrays.fill(versions, -1);
+    try (PreparedStatement s = connection.prepareStatement("SELECT bucket, version FROM \"" + columns.schema() + "\".\""
+        + columns.bucketStatsTable() + "\" WHERE bucket = ANY(?)")) {
+      s.setArray(1, connection.createArrayOf("int4", BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd)));
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          versions[r.getInt(1)] = r.getLong(2);
+        }
+      }
+    }
     try (Statement s = connection.createStatement();
         ResultSet r = s.executeQuery("SELECT pg_current_wal_lsn()::text, fence_count, checksum FROM \""
             + columns.schema() + "\".\"" + columns.statsTable() + "\"")) {
       if (!r.next()) {
         throw new SQLException("the fence_stats row is missing: apply docker/sql/source/fence-versioning.sql");
       }
-      return new CatchUpTarget(Lsn.parse(r.getString(1)), r.getLong(2), r.getLong(3));
+      return new CatchUpTarget(Lsn.parse(r.getString(1)), r.getLong(2), r.getLong(3), versions);
     }
   }
 
@@ -50,11 +66,14 @@ public final class SlotProbe {
     public final long lsn;
     public final long fenceCount;
     public final long checksum;
+    /** Per bucket, its fingerprint's version; -1 for buckets not asked for. */
+    public final long[] bucketVersions;
 
-    CatchUpTarget(long lsn, long fenceCount, long checksum) {
+    CatchUpTarget(long lsn, long fenceCount, long checksum, long[] bucketVersions) {
       this.lsn = lsn;
       this.fenceCount = fenceCount;
       this.checksum = checksum;
+      this.bucketVersions = bucketVersions;
     }
   }
 }

@@ -12,6 +12,7 @@ import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.readiness.BucketVersions;
 import dev.geofence.state.readiness.GapCheck;
 import dev.geofence.state.readiness.SlotState;
 import dev.geofence.state.edit.CoalescedEdit;
@@ -128,6 +129,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient PriorityQueue<PendingEdit> pendingEdits;
   private transient PriorityQueue<Held> pendingLocations;
   private transient BucketFingerprints fingerprints;
+  private transient BucketVersions versions;
   private transient int maxParallelism;
   private transient KeyGroupRange ownKeyGroups;
   private transient long arrivals;
@@ -242,6 +244,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
     fingerprints = new BucketFingerprints(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
+    versions = new BucketVersions();
 
     unreadable = new ArrayList<>();
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
@@ -315,12 +318,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // streams, so only the slot's existence and WAL are in question.
     long from = restoredLsn == 0 && slot.exists() ? slot.confirmedFlushLsn() : restoredLsn;
     GapCheck.Result result = GapCheck.check(slot, from);
-    SlotProbe.CatchUpTarget target = SlotProbe.catchUpTarget(db, source.columns());
-    if (result.covered()) {
+    if (result.covered() || result.slotAhead()) {
+      SlotProbe.CatchUpTarget target = SlotProbe.catchUpTarget(
+          db, source.columns(), maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
       verified = true;
       catchUpTarget = target.lsn;
+      // Either way the versions prove it; with the slot ahead, they alone can.
+      versions.expectAtTarget(target.bucketVersions);
       episode.gapCheck = "covered";
-      LOG.info("Gap check passed: {}; catching up to {} ({} fences at the source)", result.reason(), Lsn.format(target.lsn), target.fenceCount);
+      episode.gapReason = result.slotAhead() ? result.reason() + "; proven by the bucket versions at " + Lsn.format(target.lsn) : null;
+      LOG.info("Gap check: {}; catching up to {} ({} fences at the source){}", result.reason(), Lsn.format(target.lsn),
+          target.fenceCount, result.slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
       return;
     }
     gap = result.reason();
@@ -352,6 +360,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       if (!verified && gap == null) {
         setPhase(LoadPhase.GAP_CHECK);
         gapCheck(db);
+        proveVersionsOnceCaughtUp();
       }
       if (gap != null) {
         rebuild(db);
@@ -366,6 +375,26 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       scheduleRecovery(RETRY_INTERVAL_MS);
     }
     updatePhase();
+  }
+
+  /** Once the stream has passed the catch-up target, every bucket version there must have arrived. */
+  private void proveVersionsOnceCaughtUp() {
+    if (versions.proofPending() && Long.compareUnsigned(streamLsn, catchUpTarget) >= 0) {
+      distrust(versions.targetReached());
+    }
+  }
+
+  /** The stream lost edits (a null reason: it did not): evaluate nothing until rebuilt. */
+  private void distrust(String reason) {
+    if (reason != null && gap == null) {
+      gap = reason;
+      if (episode.hydratedAt == 0) {
+        episode.gapCheck = "gap";
+        episode.gapReason = reason;
+      }
+      LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", gap);
+      scheduleRecovery(0);
+    }
   }
 
   private void scheduleRecovery(long delayMs) {
@@ -402,6 +431,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
               setCurrentKey(new FenceKey(change.fenceId));
             } else {
               setCurrentKey(FenceKey.ofBucket(change.bucket));
+              versions.known(change.bucket, change.seq);
             }
             apply(List.of(change));
           } catch (Exception e) {
@@ -419,6 +449,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
     }
     unreadable.clear();
+    versions.proven();
     gap = null;
     verified = true;
     catchUpTarget = result.lsn;
@@ -431,13 +462,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * catch-up target, and every owned bucket matching the source's fingerprint.
    */
   private boolean ready() {
-    return verified && gap == null && Long.compareUnsigned(streamLsn, catchUpTarget) >= 0 && fingerprints.ready();
+    return verified && gap == null && caughtUp() && fingerprints.ready();
+  }
+
+  /** The stream has passed the catch-up target, and the bucket versions there are proven. */
+  private boolean caughtUp() {
+    return Long.compareUnsigned(streamLsn, catchUpTarget) >= 0 && !versions.proofPending();
   }
 
   private void updatePhase() {
     LoadPhase next = gap != null ? LoadPhase.REBUILDING
         : !verified ? LoadPhase.GAP_CHECK
-        : Long.compareUnsigned(streamLsn, catchUpTarget) < 0 ? LoadPhase.CATCHING_UP
+        : !caughtUp() ? LoadPhase.CATCHING_UP
         : !fingerprints.ready() ? LoadPhase.VERIFYING
         : LoadPhase.READY;
     setPhase(next);
@@ -545,6 +581,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)),
         (FenceKey key, ValueState<FenceChange> state) -> {
           fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum, state.value().seq);
+          versions.known(state.value().bucket, state.value().seq);
           advanceStream(state.value());
         });
     backend.applyToAllKeys(
@@ -565,6 +602,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         (FenceKey key, ListState<FenceChange> state) -> {
           for (FenceChange change : state.get()) {
             pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key.id));
+            if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+              versions.known(change.bucket, change.seq);
+            }
           }
         });
     if (restored) {
@@ -618,7 +658,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement1(StreamRecord<FenceChange> record) throws Exception {
     FenceChange change = record.getValue();
+    if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+      if (change.snapshot) {
+        versions.known(change.bucket, change.seq);
+      } else {
+        distrust(versions.streamed(change.bucket, change.seq));
+      }
+    }
     advanceStream(change);
+    proveVersionsOnceCaughtUp();
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
       streamPositionState.update(change);
@@ -693,11 +741,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (edit.kind() != EditKind.DELETE) {
       fingerprints.add(edit.fenceId(), edit.seq());
     }
-    if (outcome == EditOutcome.GAP && gap == null) {
+    if (outcome == EditOutcome.GAP) {
       // The stream lost an edit: nothing else it delivered can be trusted either.
-      gap = "seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit";
-      LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", gap);
-      scheduleRecovery(0);
+      distrust("seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit");
     }
     StoredFence previous = fenceState.value();
     boolean deleted = edit.kind() == EditKind.DELETE;

@@ -141,6 +141,87 @@ class FenceIndexRecoveryTest {
     }
   }
 
+  /**
+   * A slot confirmed past the restored position (as after any stop with a savepoint, whose CDC
+   * offset runs ahead of the last change it forwarded): the restore holds if the bucket versions
+   * at the catch-up target all arrive, and is rebuilt if an edit lay in between.
+   */
+  @Test
+  void aSlotAheadOfTheRestoredPositionIsProvenByBucketVersions() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+        for (int i = 0; i < 50; i++) {
+          insert.setString(1, "fence-" + i);
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i % 2 == 0 ? SQUARE : FAR_SQUARE)));
+          insert.execute();
+        }
+      }
+      // The state of a job that had read the source up to LSN 1: everything, by a consistent read.
+      OperatorSubtaskState snapshot;
+      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+        harness.open();
+        dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
+            change -> {
+              try {
+                harness.processElement1(change, 0);
+              } catch (Exception e) {
+                throw new AssertionError(e);
+              }
+            });
+        heartbeat(harness, 1, 10);
+        // o1 is inside every even fence (the squares at 0..10).
+        harness.processElement2(location("o1", 20, 5, 5), 20);
+        harness.processBothWatermarks(new Watermark(30));
+        assertThat(triggers(harness)).hasSize(25);
+        snapshot = harness.snapshot(1, 30);
+      }
+      s.execute("SELECT pg_create_logical_replication_slot('slot_ahead', 'pgoutput')");
+
+      FenceIndexOperator proven = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+      try (var harness = harness(proven)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(proven.phase()).as("the versions are not proven until the stream passes the target").isEqualTo(LoadPhase.CATCHING_UP);
+        heartbeat(harness, FAR_LSN, 20);
+        assertThat(proven.phase()).isEqualTo(LoadPhase.READY);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.gapCheck).isEqualTo("covered");
+        assertThat(last.gapReason).contains("past the restored", "proven by the bucket versions");
+      }
+
+      // While the job is down, fence-8 is deleted and re-created elsewhere, before the slot's position.
+      s.execute("DELETE FROM fences WHERE id = 'fence-8'");
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES ('fence-8', ?)")) {
+        insert.setBytes(1, new WKBWriter().write(new WKTReader().read(FAR_SQUARE)));
+        insert.execute();
+      }
+      FenceIndexOperator skipped = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+      try (var harness = harness(skipped)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(1);
+        heartbeat(harness, FAR_LSN, 40);
+        assertThat(skipped.phase()).as("fence-8's edits lay before the slot's position").isEqualTo(LoadPhase.REBUILDING);
+        harness.setProcessingTime(1);
+        assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(3);
+        // The rebuild learns of the delete from the tombstone the re-creation kept: o1 EXITs.
+        assertThat(triggers(harness)).singleElement()
+            .satisfies(t -> assertThat(t.toString()).startsWith("EXIT o1 fence-8@2"))
+            .satisfies(t -> assertThat(t.lon).isNaN());
+        heartbeat(harness, FAR_LSN + 1, 30);
+        assertThat(skipped.phase()).isEqualTo(LoadPhase.READY);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.gapCheck).isEqualTo("gap");
+        assertThat(last.gapReason).contains("skipped");
+      }
+    }
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
 
   private static FenceSourceOptions options(int port, String slot) {

@@ -15,9 +15,14 @@ class GapCheckTest {
     assertThat(GapCheck.check(SlotState.of("extended", RESTORED - 1), RESTORED).covered()).isTrue();
     assertThat(GapCheck.check(SlotState.of("reserved", RESTORED + 1), RESTORED))
         .satisfies(r -> assertThat(r.covered()).isFalse())
+        .satisfies(r -> assertThat(r.slotAhead()).isTrue())
         .satisfies(r -> assertThat(r.reason()).contains("past the restored 0/16B3748"));
-    assertThat(GapCheck.check(SlotState.of("lost", RESTORED), RESTORED).reason()).contains("wal_status = lost");
-    assertThat(GapCheck.check(SlotState.missing(), RESTORED).reason()).contains("does not exist");
+    assertThat(GapCheck.check(SlotState.of("lost", RESTORED), RESTORED))
+        .satisfies(r -> assertThat(r.covered() || r.slotAhead()).isFalse())
+        .satisfies(r -> assertThat(r.reason()).contains("wal_status = lost"));
+    assertThat(GapCheck.check(SlotState.missing(), RESTORED))
+        .satisfies(r -> assertThat(r.covered() || r.slotAhead()).isFalse())
+        .satisfies(r -> assertThat(r.reason()).contains("does not exist"));
   }
 
   @Test
