@@ -60,9 +60,10 @@ public final class BucketRead {
     db.setReadOnly(true);
     try {
       // The transaction's snapshot is taken by this first statement, so every row read below
-      // committed before this LSN: the stream's records up to it are already in the read.
+      // committed before this LSN (the insert position: with synchronous_commit = off the write
+      // position can lie before a visible commit): the stream's records up to it are in the read.
       long lsn;
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
+      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
         r.next();
         lsn = Lsn.parse(r.getString(1));
       }

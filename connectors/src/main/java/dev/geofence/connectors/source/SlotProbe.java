@@ -36,7 +36,9 @@ public final class SlotProbe {
    * The catch-up target: the versions of the given key groups' bucket fingerprints, then the
    * source's WAL position and its {@code fence_stats} (live fences and their checksum). Read in
    * that order, every version read was committed before the position: once the stream has passed
-   * it, each of those versions must have arrived.
+   * it, each of those versions must have arrived. The position is the WAL insert position: with
+   * {@code synchronous_commit = off} a transaction is visible before its WAL is written, so the
+   * write position ({@code pg_current_wal_lsn()}) can lie before it.
    */
   public static CatchUpTarget catchUpTarget(
       Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd) throws SQLException {
@@ -52,7 +54,7 @@ public final class SlotProbe {
       }
     }
     try (Statement s = connection.createStatement();
-        ResultSet r = s.executeQuery("SELECT pg_current_wal_lsn()::text, fence_count, checksum FROM \""
+        ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text, fence_count, checksum FROM \""
             + columns.schema() + "\".\"" + columns.statsTable() + "\"")) {
       if (!r.next()) {
         throw new SQLException("the fence_stats row is missing: apply docker/sql/source/fence-versioning.sql");
