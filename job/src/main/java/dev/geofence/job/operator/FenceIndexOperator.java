@@ -27,6 +27,13 @@ import dev.geofence.state.geom.DecodedGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
+import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryPoolMXBean;
+import java.lang.management.MemoryType;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Comparator;
@@ -311,7 +318,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * restored state stopped, and reads the catch-up target. A failed check leaves {@link #gap} set
    * (the fences are rebuilt); an unreachable database leaves the index unverified, to try again.
    */
-  private void gapCheck(java.sql.Connection db) throws java.sql.SQLException {
+  private void gapCheck(Connection db) throws SQLException {
     SlotState slot = SlotProbe.read(db, source.slotName());
     // State checkpointed before the first stream record (during the initial snapshot) has no
     // position of its own: the CDC source resumes its snapshot, and confirms nothing until it
@@ -337,7 +344,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     LOG.warn("Gap check failed, the restored fences cannot be trusted and are rebuilt from the source: {}", gap);
     if (slot.exists() && "lost".equals(slot.walStatus())) {
       // A slot whose WAL is gone can never stream again: dropped, the CDC source creates it anew.
-      try (java.sql.PreparedStatement drop = db.prepareStatement(
+      try (PreparedStatement drop = db.prepareStatement(
           "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ? AND wal_status = 'lost' AND NOT active")) {
         drop.setString(1, source.slotName());
         drop.execute();
@@ -356,7 +363,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (source == null || (verified && gap == null)) {
       return;
     }
-    try (java.sql.Connection db = java.sql.DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
+    try (Connection db = DriverManager.getConnection(source.jdbcUrl(), source.username(), source.password())) {
       if (!verified && gap == null) {
         setPhase(LoadPhase.GAP_CHECK);
         gapCheck(db);
@@ -365,7 +372,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       if (gap != null) {
         rebuild(db);
       }
-    } catch (java.sql.SQLException e) {
+    } catch (SQLException e) {
       if (!verified && gap == null) {
         episode.gapCheck = "unreachable";
         episode.gapReason = e.getMessage();
@@ -416,7 +423,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * delivered or will deliver by seq (older stream edits are then stale, newer ones apply). Fences
    * held here that the source has no row of at all are deleted.
    */
-  private void rebuild(java.sql.Connection db) throws Exception {
+  private void rebuild(Connection db) throws Exception {
     setPhase(LoadPhase.REBUILDING);
     for (FenceKey key : unreadable) {
       setCurrentKey(key);
@@ -529,8 +536,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     episode.fencesExpected = fingerprints.expectedFences();
     episode.checksumMatch = fingerprints.ready();
     long peak = 0;
-    for (java.lang.management.MemoryPoolMXBean pool : java.lang.management.ManagementFactory.getMemoryPoolMXBeans()) {
-      if (pool.getType() == java.lang.management.MemoryType.HEAP && pool.getPeakUsage() != null) {
+    for (MemoryPoolMXBean pool : ManagementFactory.getMemoryPoolMXBeans()) {
+      if (pool.getType() == MemoryType.HEAP && pool.getPeakUsage() != null) {
         peak += pool.getPeakUsage().getUsed();
       }
     }
