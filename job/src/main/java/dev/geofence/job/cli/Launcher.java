@@ -28,8 +28,17 @@ public final class Launcher {
   private Launcher() {}
 
   public static void main(String[] args) throws Exception {
+    launch(GeofenceCommand.class.getName(), args);
+  }
+
+  /**
+   * Runs {@code mainClass}'s {@code main} with Flink on the class path: here if it is, else in a JVM
+   * started with the jar and the {@code lib/} directory next to it (the savepoint tools' jar uses
+   * this too).
+   */
+  public static void launch(String mainClass, String[] args) throws Exception {
     if (isPresent(FLINK_PROBE)) {
-      GeofenceCommand.main(args);
+      Class.forName(mainClass).getMethod("main", String[].class).invoke(null, (Object) args);
       return;
     }
     Path jar = Path.of(Launcher.class.getProtectionDomain().getCodeSource().getLocation().toURI());
@@ -58,7 +67,7 @@ public final class Launcher {
     }
     command.add("-cp");
     command.add(jar + File.pathSeparator + lib.resolve("*"));
-    command.add(GeofenceCommand.class.getName());
+    command.add(mainClass);
     command.addAll(List.of(args));
     Process child = new ProcessBuilder(command).inheritIO().start();
     Runtime.getRuntime().addShutdownHook(new Thread(child::destroy));

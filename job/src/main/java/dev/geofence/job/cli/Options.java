@@ -9,7 +9,7 @@ import java.util.Set;
  * The parsed {@code --name value} options of a command. Unknown or repeated options, and a name
  * without a value, fail with one sentence that says what to do.
  */
-final class Options {
+public final class Options {
 
   private final Map<String, String> values;
 
@@ -21,7 +21,7 @@ final class Options {
    * @param known option names without the leading dashes; names ending in '.' accept any suffix
    *     (pass-through families such as {@code debezium.})
    */
-  static Options parse(String[] args, int from, Set<String> known) {
+  public static Options parse(String[] args, int from, Set<String> known) {
     Map<String, String> values = new LinkedHashMap<>();
     for (int i = from; i < args.length; i++) {
       String arg = args[i];
@@ -63,7 +63,7 @@ final class Options {
     return false;
   }
 
-  String required(String name) {
+  public String required(String name) {
     String value = values.get(name);
     if (value == null || value.isBlank()) {
       throw new IllegalArgumentException("option --" + name + " is required (see --help)");
@@ -71,11 +71,11 @@ final class Options {
     return value;
   }
 
-  String get(String name, String fallback) {
+  public String get(String name, String fallback) {
     return values.getOrDefault(name, fallback);
   }
 
-  int getInt(String name, int fallback) {
+  public int getInt(String name, int fallback) {
     String value = values.get(name);
     if (value == null) {
       return fallback;
@@ -88,7 +88,7 @@ final class Options {
   }
 
   /** Durations as {@code 500ms}, {@code 10s}, {@code 5m}, {@code 1h} or {@code 30d}. */
-  Duration getDuration(String name, Duration fallback) {
+  public Duration getDuration(String name, Duration fallback) {
     String value = values.get(name);
     if (value == null) {
       return fallback;

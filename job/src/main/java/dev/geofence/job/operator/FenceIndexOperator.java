@@ -100,6 +100,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public static final OutputTag<HydrationEpisode> HYDRATION_EPISODES =
       new OutputTag<>("hydration-episodes", TypeInformation.of(HydrationEpisode.class));
 
+  /** Names of the keyed state, shared with the savepoint tools. */
+  public static final String FENCE_STATE = "fence";
+  public static final String MEMBERS_STATE = "members";
+  public static final String BUCKET_STATS_STATE = "bucket-stats";
+  public static final String STREAM_POSITION_STATE = "stream-position";
+
   /** How long to wait before trying an unreachable source of truth again. */
   static final long RETRY_INTERVAL_MS = 2_000;
 
@@ -228,16 +234,16 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     episode.installedAt = System.currentTimeMillis();
     phase = LoadPhase.STARTING;
     phaseSince = episode.installedAt;
-    fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>("fence", fenceSerializer));
-    membersState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>("members", Types.STRING, Types.LONG));
+    fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
+    membersState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG));
     pendingEditsState = context.getKeyedStateStore().getListState(
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)));
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
     bucketStatsState = context.getKeyedStateStore().getState(
-        new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)));
+        new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
     streamPositionState = context.getKeyedStateStore().getState(
-        new ValueStateDescriptor<>("stream-position", TypeInformation.of(FenceChange.class)));
+        new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
 
@@ -561,7 +567,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>("fence", fenceSerializer),
+        new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
         (FenceKey key, ValueState<StoredFence> state) -> {
           if (state.value() == StoredFence.UNREADABLE) {
             unreadable.add(key);
@@ -585,7 +591,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>("bucket-stats", TypeInformation.of(FenceChange.class)),
+        new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)),
         (FenceKey key, ValueState<FenceChange> state) -> {
           fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum, state.value().seq);
           versions.known(state.value().bucket, state.value().seq);
@@ -593,11 +599,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>("stream-position", TypeInformation.of(FenceChange.class)),
+        new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)),
         (FenceKey key, ValueState<FenceChange> state) -> advanceStream(state.value()));
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new MapStateDescriptor<>("members", Types.STRING, Types.LONG),
+        new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG),
         (FenceKey key, MapState<String, Long> state) -> {
           for (String objectId : state.keys()) {
             fencesByObject.computeIfAbsent(objectId, o -> new HashSet<>()).add(key.id);

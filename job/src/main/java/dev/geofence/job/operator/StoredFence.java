@@ -35,6 +35,39 @@ public final class StoredFence {
     this.commitTime = commitTime;
   }
 
+  /** The stored version: of the live fence, or of its delete. */
+  public long seq() {
+    return seq;
+  }
+
+  /** A tombstone: the fence's last edit was a delete. */
+  public boolean deleted() {
+    return deleted;
+  }
+
+  /** The geometry in force, or null (a tombstone, or only refused versions so far). */
+  public FenceGeometry geometry() {
+    return geometry;
+  }
+
+  public String tenant() {
+    return tenant;
+  }
+
+  /** The LSN and commit time of the edit stored; 0 for a snapshot read. */
+  public long commitLsn() {
+    return commitLsn;
+  }
+
+  public long commitTime() {
+    return commitTime;
+  }
+
+  /** Of a format this release cannot read (see {@link StoredFenceSerializer}). */
+  public boolean unreadable() {
+    return this == UNREADABLE;
+  }
+
   /** The edit that, applied to an empty fence set, restores this version. */
   FenceEdit asSnapshotEdit(String fenceId) {
     if (deleted) {

@@ -1,0 +1,29 @@
+package dev.geofence.savepoints;
+
+/**
+ * One key of the fence index's keyed state, as a savepoint holds it: a fence (live, a tombstone, or
+ * of a format this release cannot read), with its objects inside, or a bucket's fingerprint, or a
+ * key group's stream position. A Flink POJO.
+ */
+public class FenceStateEntry {
+
+  /** What the key holds. */
+  public enum Kind { FENCE, BUCKET_STATS, STREAM_POSITION }
+
+  public Kind kind;
+  /** The fence id; for bucket stats and stream positions, the bucket or key group. */
+  public String id;
+  public int keyGroup;
+  public long seq;
+  public boolean live;
+  public boolean unreadable;
+  public long vertices;
+  public long members;
+  public long lsn;
+  public long commitTime;
+  /** For bucket stats: the source's count and checksum of the bucket. */
+  public long fenceCount;
+  public long checksum;
+
+  public FenceStateEntry() {}
+}

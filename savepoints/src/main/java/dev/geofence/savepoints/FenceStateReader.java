@@ -1,0 +1,92 @@
+package dev.geofence.savepoints;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceKey;
+import dev.geofence.job.operator.StoredFence;
+import dev.geofence.job.operator.StoredFenceSerializer;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.MapStateDescriptor;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.state.api.functions.KeyedStateReaderFunction;
+import org.apache.flink.util.Collector;
+
+/**
+ * Reads the fence index operator's keyed state with the job's own descriptors and serializers, one
+ * {@link FenceStateEntry} per state a key holds.
+ */
+final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceStateEntry> {
+
+  private static final long serialVersionUID = 1L;
+
+  private final int maxParallelism;
+  private transient ValueState<StoredFence> fence;
+  private transient MapState<String, Long> members;
+  private transient ValueState<FenceChange> bucketStats;
+  private transient ValueState<FenceChange> streamPosition;
+
+  FenceStateReader(int maxParallelism) {
+    this.maxParallelism = maxParallelism;
+  }
+
+  // The 1.20.0 State Processor API has only this form of open.
+  @SuppressWarnings("deprecation")
+  @Override
+  public void open(Configuration parameters) {
+    fence = getRuntimeContext().getState(new ValueStateDescriptor<>(FenceIndexOperator.FENCE_STATE, StoredFenceSerializer.INSTANCE));
+    members = getRuntimeContext().getMapState(new MapStateDescriptor<>(FenceIndexOperator.MEMBERS_STATE, Types.STRING, Types.LONG));
+    bucketStats = getRuntimeContext().getState(
+        new ValueStateDescriptor<>(FenceIndexOperator.BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
+    streamPosition = getRuntimeContext().getState(
+        new ValueStateDescriptor<>(FenceIndexOperator.STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
+  }
+
+  @Override
+  public void readKey(FenceKey key, Context context, Collector<FenceStateEntry> out) throws Exception {
+    int keyGroup = KeyGroupRangeAssignment.assignToKeyGroup(key, maxParallelism);
+    StoredFence stored = fence.value();
+    if (stored != null) {
+      FenceStateEntry entry = entry(FenceStateEntry.Kind.FENCE, key.id, keyGroup);
+      entry.unreadable = stored.unreadable();
+      entry.seq = stored.seq();
+      entry.live = !stored.unreadable() && !stored.deleted();
+      entry.vertices = stored.geometry() == null ? 0 : stored.geometry().coordinates().length / 2;
+      entry.lsn = stored.commitLsn();
+      entry.commitTime = stored.commitTime();
+      for (String ignored : members.keys()) {
+        entry.members++;
+      }
+      out.collect(entry);
+    }
+    FenceChange stats = bucketStats.value();
+    if (stats != null) {
+      FenceStateEntry entry = entry(FenceStateEntry.Kind.BUCKET_STATS, Integer.toString(stats.bucket), keyGroup);
+      entry.seq = stats.seq;
+      entry.fenceCount = stats.fenceCount;
+      entry.checksum = stats.checksum;
+      entry.lsn = stats.lsn;
+      entry.commitTime = stats.commitTime;
+      out.collect(entry);
+    }
+    FenceChange position = streamPosition.value();
+    if (position != null) {
+      FenceStateEntry entry = entry(FenceStateEntry.Kind.STREAM_POSITION, Integer.toString(keyGroup), keyGroup);
+      entry.lsn = position.lsn;
+      entry.commitTime = position.commitTime;
+      out.collect(entry);
+    }
+  }
+
+  private static FenceStateEntry entry(FenceStateEntry.Kind kind, String id, int keyGroup) {
+    FenceStateEntry entry = new FenceStateEntry();
+    entry.kind = kind;
+    entry.id = id;
+    entry.keyGroup = keyGroup;
+    return entry;
+  }
+}

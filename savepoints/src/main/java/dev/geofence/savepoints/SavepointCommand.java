@@ -1,0 +1,93 @@
+package dev.geofence.savepoints;
+
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.job.cli.Launcher;
+import dev.geofence.job.cli.Options;
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.util.Set;
+
+/**
+ * The savepoint tools' command line: {@code inspect} and {@code verify} (issue 5; bootstrap and the
+ * Arrow export are to come). Exit 0: done (verify: equal), 1: verify found differences, 2: a bad
+ * command line or a savepoint that cannot be read. The fence database password comes from
+ * {@code GEOFENCE_SOURCE_PASSWORD}, as for the job.
+ */
+public final class SavepointCommand {
+
+  static final String HELP = String.join("\n",
+      "Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT [--parallelism N] [--format table|json]",
+      "       java -jar geofence-savepoints.jar verify SAVEPOINT --source-url URL --source-user USER [--fences-table NAME] [--limit N]",
+      "",
+      "inspect  what a savepoint of the geofence job holds: fences, tombstones, checksum, vertices,",
+      "         memberships, stream position and its age, state format, fences per subtask at",
+      "         --parallelism (default: the savepoint's)",
+      "verify   the savepoint's fences against the fence database, as of the savepoint: buckets not",
+      "         edited since must hold the same fences at the same seqs; exit 0 when equal, 1 with the",
+      "         differences (at most --limit listed, default 50). Password: GEOFENCE_SOURCE_PASSWORD");
+
+  private SavepointCommand() {}
+
+  /** Under {@code java -jar}: Flink comes from the {@code lib/} directory next to the jar. */
+  public static final class Jar {
+    private Jar() {}
+
+    public static void main(String[] args) throws Exception {
+      Launcher.launch(SavepointCommand.class.getName(), args);
+    }
+  }
+
+  public static void main(String[] args) {
+    System.exit(run(args, System.out, System.err));
+  }
+
+  /** Runs a command; returns its exit code. */
+  public static int run(String[] args, PrintStream out, PrintStream err) {
+    if (args.length == 0 || args[0].equals("--help")) {
+      out.println(HELP);
+      return args.length == 0 ? 2 : 0;
+    }
+    try {
+      if (args.length < 2 || args[1].startsWith("--")) {
+        throw new IllegalArgumentException("the savepoint's path is required after '" + args[0] + "'");
+      }
+      switch (args[0]) {
+        case "inspect": {
+          Options options = Options.parse(args, 2, Set.of("parallelism", "format"));
+          String format = options.get("format", "table");
+          if (!format.equals("table") && !format.equals("json")) {
+            throw new IllegalArgumentException("option --format must be table or json, got '" + format + "'");
+          }
+          SavepointInspection inspection = SavepointInspection.read(args[1], options.getInt("parallelism", 0));
+          out.println(format.equals("json") ? inspection.json(System.currentTimeMillis()) : inspection.table(System.currentTimeMillis()));
+          return 0;
+        }
+        case "verify": {
+          Options options = Options.parse(args, 2, Set.of("source-url", "source-user", "fences-table", "limit"));
+          FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
+          String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
+          SavepointInspection inspection = SavepointInspection.read(args[1], 0);
+          try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
+              password == null ? "" : password)) {
+            SavepointVerification verification = SavepointVerification.verify(inspection, db, columns);
+            out.print(verification.report(options.getInt("limit", 50)));
+            return verification.equal() ? 0 : 1;
+          }
+        }
+        default:
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect and verify (see --help)");
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("geofence-savepoints: " + e.getMessage());
+      return 2;
+    } catch (SQLException e) {
+      err.println("geofence-savepoints: the fence database could not be read: " + e.getMessage());
+      return 2;
+    } catch (Exception e) {
+      err.println("geofence-savepoints: the savepoint could not be read: " + e);
+      return 2;
+    }
+  }
+}

@@ -1,0 +1,167 @@
+package dev.geofence.savepoints;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.operator.FenceKey;
+import dev.geofence.job.operator.StoredFenceSerializer;
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.readiness.Lsn;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.flink.api.common.RuntimeExecutionMode;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.jobgraph.OperatorID;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
+import org.apache.flink.state.api.OperatorIdentifier;
+import org.apache.flink.state.api.SavepointReader;
+import org.apache.flink.state.api.runtime.SavepointLoader;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.CloseableIterator;
+
+/**
+ * What a savepoint of the job holds of its fence index (issue 5, {@code inspect}): the live fences
+ * and tombstones, their count and checksum as {@code fence_stats} computes them, the stream
+ * position it was taken at and that position's commit time, the fences per key group and per
+ * subtask at a given parallelism, the vertex total, the membership rows, and how many stored fences
+ * are of a format this release cannot read. Read with Flink's State Processor API and the job's
+ * own state descriptors.
+ */
+public final class SavepointInspection {
+
+  public final String path;
+  public final int maxParallelism;
+  public final int parallelism;
+  public long fences;
+  public long tombstones;
+  public long unreadable;
+  public long vertices;
+  public long memberships;
+  public long checksum;
+  public long restoredLsn;
+  public long restoredCommitTime;
+  public final long[] fencesPerKeyGroup;
+  public final long[] fencesPerSubtask;
+  /** The live fences' and the tombstones' seqs, and each bucket fingerprint's version (-1: none). */
+  public final Map<String, Long> liveSeqs = new HashMap<>();
+  public final Map<String, Long> tombstoneSeqs = new HashMap<>();
+  public final long[] bucketVersions = new long[FenceBuckets.COUNT];
+
+  private SavepointInspection(String path, int maxParallelism, int parallelism) {
+    this.path = path;
+    this.maxParallelism = maxParallelism;
+    this.parallelism = parallelism;
+    this.fencesPerKeyGroup = new long[maxParallelism];
+    this.fencesPerSubtask = new long[parallelism];
+    Arrays.fill(bucketVersions, -1);
+  }
+
+  /**
+   * Reads the savepoint at {@code path}; counts per subtask are for {@code parallelism} (0: the
+   * parallelism the savepoint was taken at).
+   */
+  public static SavepointInspection read(String path, int parallelism) throws Exception {
+    OperatorID fenceIndex = OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID).getOperatorId();
+    OperatorState operator = SavepointLoader.loadSavepointMetadata(path).getOperatorStates().stream()
+        .filter(o -> o.getOperatorID().equals(fenceIndex)).findFirst()
+        .orElseThrow(() -> new IllegalArgumentException("the savepoint at " + path + " holds no fence index (uid "
+            + GeofenceJob.FENCE_INDEX_UID + "): is it a savepoint of this job?"));
+    SavepointInspection inspection = new SavepointInspection(
+        path, operator.getMaxParallelism(), parallelism > 0 ? parallelism : operator.getParallelism());
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    env.setRuntimeMode(RuntimeExecutionMode.BATCH);
+    SavepointReader reader = SavepointReader.read(env, path, new HashMapStateBackend());
+    FenceChecksum checksum = new FenceChecksum();
+    try (CloseableIterator<FenceStateEntry> entries = reader.readKeyedState(
+            OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID), new FenceStateReader(inspection.maxParallelism),
+            TypeInformation.of(FenceKey.class), TypeInformation.of(FenceStateEntry.class))
+        .executeAndCollect("inspect " + path)) {
+      while (entries.hasNext()) {
+        inspection.add(entries.next(), checksum);
+      }
+    }
+    inspection.checksum = checksum.checksum();
+    return inspection;
+  }
+
+  private void add(FenceStateEntry entry, FenceChecksum checksum) {
+    if (Long.compareUnsigned(entry.lsn, restoredLsn) > 0) {
+      restoredLsn = entry.lsn;
+    }
+    restoredCommitTime = Math.max(restoredCommitTime, entry.commitTime);
+    if (entry.kind == FenceStateEntry.Kind.BUCKET_STATS) {
+      bucketVersions[Integer.parseInt(entry.id)] = entry.seq;
+    }
+    if (entry.kind != FenceStateEntry.Kind.FENCE) {
+      return;
+    }
+    if (entry.unreadable) {
+      unreadable++;
+    } else if (entry.live) {
+      fences++;
+      vertices += entry.vertices;
+      memberships += entry.members;
+      checksum.add(entry.id, entry.seq);
+      liveSeqs.put(entry.id, entry.seq);
+      fencesPerKeyGroup[entry.keyGroup]++;
+      fencesPerSubtask[KeyGroupRangeAssignment.computeOperatorIndexForKeyGroup(maxParallelism, parallelism, entry.keyGroup)]++;
+    } else {
+      tombstones++;
+      tombstoneSeqs.put(entry.id, entry.seq);
+    }
+  }
+
+  /** A table for people. */
+  public String table(long now) {
+    StringBuilder out = new StringBuilder();
+    out.append(String.format(Locale.ROOT, "savepoint          %s%n", path));
+    out.append(String.format(Locale.ROOT, "fences             %,d live, %,d tombstones%n", fences, tombstones));
+    out.append(String.format(Locale.ROOT, "checksum           %d (fence_stats form)%n", checksum));
+    out.append(String.format(Locale.ROOT, "vertices           %,d%n", vertices));
+    out.append(String.format(Locale.ROOT, "memberships        %,d (object inside fence)%n", memberships));
+    out.append(String.format(Locale.ROOT, "stream position    %s, committed %s (%s ago)%n", Lsn.format(restoredLsn),
+        java.time.Instant.ofEpochMilli(restoredCommitTime), java.time.Duration.ofMillis(Math.max(0, now - restoredCommitTime))));
+    out.append(String.format(Locale.ROOT, "state format       %d%s%n", StoredFenceSerializer.FORMAT_VERSION,
+        unreadable == 0 ? "" : String.format(Locale.ROOT, ", but %,d fences of a format this release cannot read", unreadable)));
+    out.append(String.format(Locale.ROOT, "key groups         %d (max parallelism)%n", maxParallelism));
+    out.append(String.format(Locale.ROOT, "per subtask at parallelism %d:%n", parallelism));
+    for (int i = 0; i < parallelism; i++) {
+      out.append(String.format(Locale.ROOT, "  subtask %-4d %,12d fences%n", i, fencesPerSubtask[i]));
+    }
+    return out.toString();
+  }
+
+  /** The same as JSON, for scripts. */
+  public String json(long now) {
+    ObjectMapper mapper = new ObjectMapper();
+    ObjectNode root = mapper.createObjectNode();
+    root.put("savepoint", path);
+    root.put("fences", fences);
+    root.put("tombstones", tombstones);
+    root.put("checksum", checksum);
+    root.put("vertices", vertices);
+    root.put("memberships", memberships);
+    root.put("stream_lsn", Lsn.format(restoredLsn));
+    root.put("stream_commit_time", restoredCommitTime);
+    root.put("age_ms", Math.max(0, now - restoredCommitTime));
+    root.put("state_format", StoredFenceSerializer.FORMAT_VERSION);
+    root.put("unreadable_fences", unreadable);
+    root.put("max_parallelism", maxParallelism);
+    root.put("parallelism", parallelism);
+    ArrayNode subtasks = root.putArray("fences_per_subtask");
+    for (long n : fencesPerSubtask) {
+      subtasks.add(n);
+    }
+    ArrayNode keyGroups = root.putArray("fences_per_key_group");
+    for (long n : fencesPerKeyGroup) {
+      keyGroups.add(n);
+    }
+    return root.toString();
+  }
+}

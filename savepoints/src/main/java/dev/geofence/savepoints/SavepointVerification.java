@@ -1,0 +1,145 @@
+package dev.geofence.savepoints;
+
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.state.checksum.FenceBuckets;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * A savepoint's fences against the source of truth, as of the savepoint (issue 5, {@code verify}).
+ * The source keeps no history, but every edit bumps its bucket's fingerprint version: a bucket whose
+ * version at the source equals the savepoint's has had no edit since, so its fences must be equal
+ * id by id and seq by seq; a bucket edited since (a higher version) is reported and not compared.
+ * Equal means: no bucket unedited since differs, and none is older at the source than in the
+ * savepoint.
+ */
+public final class SavepointVerification {
+
+  /** A fence the comparison found different, with both seqs (0: absent or deleted there). */
+  public static final class Difference {
+    public final String kind;
+    public final String fenceId;
+    public final long savepointSeq;
+    public final long sourceSeq;
+
+    Difference(String kind, String fenceId, long savepointSeq, long sourceSeq) {
+      this.kind = kind;
+      this.fenceId = fenceId;
+      this.savepointSeq = savepointSeq;
+      this.sourceSeq = sourceSeq;
+    }
+
+    @Override
+    public String toString() {
+      return kind + " " + fenceId + " (savepoint seq " + savepointSeq + ", source seq " + sourceSeq + ")";
+    }
+  }
+
+  /** Fences the source holds and the savepoint lacks, the savepoint holds and the source lacks, or at another seq. */
+  public final List<Difference> differences = new ArrayList<>();
+  /** Buckets edited at the source since the savepoint: not compared. */
+  public int bucketsEditedSince;
+  /** Buckets whose fingerprint at the source is older than the savepoint's (or absent from it). */
+  public final List<Integer> bucketsBehind = new ArrayList<>();
+  public long sourceFences;
+  public long sourceChecksum;
+
+  private SavepointVerification() {}
+
+  public boolean equal() {
+    return differences.isEmpty() && bucketsBehind.isEmpty();
+  }
+
+  /** Compares, reading the source's fences and fingerprints in one consistent read. */
+  public static SavepointVerification verify(SavepointInspection savepoint, Connection db, FenceTableColumns columns)
+      throws SQLException {
+    SavepointVerification result = new SavepointVerification();
+    long[] sourceVersions = new long[FenceBuckets.COUNT];
+    Map<String, Long> sourceLive = new HashMap<>();
+    boolean autoCommit = db.getAutoCommit();
+    db.setAutoCommit(false);
+    db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+    try (Statement s = db.createStatement()) {
+      try (ResultSet r = s.executeQuery("SELECT bucket, version FROM " + table(columns.schema(), columns.bucketStatsTable()))) {
+        while (r.next()) {
+          sourceVersions[r.getInt(1)] = r.getLong(2);
+        }
+      }
+      s.setFetchSize(10_000);
+      try (ResultSet r = s.executeQuery("SELECT " + quote(columns.id()) + "::text, " + quote(columns.seq()) + " FROM "
+          + table(columns.schema(), columns.fencesTable()))) {
+        while (r.next()) {
+          sourceLive.put(r.getString(1), r.getLong(2));
+        }
+      }
+      try (ResultSet r = s.executeQuery("SELECT fence_count, checksum FROM " + table(columns.schema(), columns.statsTable()))) {
+        r.next();
+        result.sourceFences = r.getLong(1);
+        result.sourceChecksum = r.getLong(2);
+      }
+      db.commit();
+    } finally {
+      db.setAutoCommit(autoCommit);
+    }
+    boolean[] compared = new boolean[FenceBuckets.COUNT];
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      long mine = savepoint.bucketVersions[b];
+      if (mine < 0 || sourceVersions[b] < mine) {
+        result.bucketsBehind.add(b);
+      } else if (sourceVersions[b] > mine) {
+        result.bucketsEditedSince++;
+      } else {
+        compared[b] = true;
+      }
+    }
+    Map<String, Difference> found = new TreeMap<>();
+    sourceLive.forEach((id, seq) -> {
+      if (compared[FenceBuckets.of(id)]) {
+        Long held = savepoint.liveSeqs.get(id);
+        if (held == null) {
+          found.put(id, new Difference("missing", id, 0, seq));
+        } else if (!held.equals(seq)) {
+          found.put(id, new Difference("stale", id, held, seq));
+        }
+      }
+    });
+    savepoint.liveSeqs.forEach((id, seq) -> {
+      if (compared[FenceBuckets.of(id)] && !sourceLive.containsKey(id)) {
+        found.put(id, new Difference("extra", id, seq, 0));
+      }
+    });
+    result.differences.addAll(found.values());
+    return result;
+  }
+
+  /** The comparison for people, at most {@code limit} differences listed. */
+  public String report(int limit) {
+    StringBuilder out = new StringBuilder();
+    out.append(equal() ? "equal" : "DIFFERENT").append(" as of the savepoint: ")
+        .append(differences.size()).append(" fences differ, ")
+        .append(bucketsBehind.size()).append(" buckets behind the savepoint at the source, ")
+        .append(bucketsEditedSince).append(" buckets edited since (not compared)")
+        .append(System.lineSeparator());
+    differences.stream().limit(limit).forEach(d -> out.append("  ").append(d).append(System.lineSeparator()));
+    if (differences.size() > limit) {
+      out.append("  ... and ").append(differences.size() - limit).append(" more").append(System.lineSeparator());
+    }
+    return out.toString();
+  }
+
+  private static String table(String schema, String name) {
+    return quote(schema) + "." + quote(name);
+  }
+
+  /** Names were checked to be plain identifiers; quoting keeps their case as configured. */
+  private static String quote(String identifier) {
+    return '"' + identifier + '"';
+  }
+}

@@ -1,0 +1,110 @@
+package dev.geofence.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.savepoints.SavepointInspection;
+import dev.geofence.state.readiness.Lsn;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.apache.flink.core.execution.JobClient;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code inspect} on a real savepoint of the job, of known content: the fences, tombstones,
+ * checksum, vertices and memberships it reports equal the source's and the oracle's, and its
+ * counts per subtask add up at another parallelism.
+ */
+class SavepointInspectionITCase extends EndToEndFixture {
+
+  @Test
+  void inspectReportsWhatTheSavepointHolds() throws Exception {
+    String url = createDatabase(embeddedServerUrl(), "", "geofence_inspect", false);
+    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
+      SplittableRandom random = new SplittableRandom(29);
+      placeFences(db, random, 0, 60);
+      Path inbox = Files.createDirectories(temp.resolve("inbox"));
+      Map<String, Set<String>> inside = new HashMap<>();
+      JobClient job = start(url, "slot_inspect", inbox, 2, "rocksdb");
+      String savepoint;
+      try {
+        String sentinel = awaitStreaming(db, "slot_inspect", inbox);
+        List<Location> moved = moveObjects(db, inbox, random, 1, inside);
+        awaitClockPast(db, moved);
+        deleteFences(db, 50, 60, inside);
+        inside.put(sentinel, Set.of("sentinel"));
+        awaitStreaming(db, "slot_inspect", inbox);
+        awaitTriggers(db, expected.size());
+        savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
+      } catch (Exception e) {
+        job.cancel().get();
+        throw e;
+      }
+
+      SavepointInspection inspection = SavepointInspection.read(savepoint, 3);
+      assertThat(inspection.fences).as("not an empty savepoint").isPositive()
+          .isEqualTo(queryLong(db, "SELECT fence_count FROM fence_stats"));
+      assertThat(inspection.checksum).isEqualTo(queryLong(db, "SELECT checksum FROM fence_stats"));
+      assertThat(inspection.tombstones).isEqualTo(queryLong(db, "SELECT count(*) FROM fence_tombstones"));
+      assertThat(inspection.unreadable).isZero();
+      assertThat(inspection.vertices).isEqualTo(fences.values().stream().filter(g -> g != null).mapToLong(g -> g.getNumPoints()).sum());
+      assertThat(inspection.memberships).isEqualTo(presence(db).size());
+      assertThat(inspection.fencesPerSubtask).hasSize(3);
+      assertThat(java.util.Arrays.stream(inspection.fencesPerSubtask).sum()).isEqualTo(inspection.fences);
+      assertThat(java.util.Arrays.stream(inspection.fencesPerKeyGroup).sum()).isEqualTo(inspection.fences);
+      assertThat(Long.compareUnsigned(inspection.restoredLsn, 0)).isPositive();
+      assertThat(inspection.restoredLsn).isLessThanOrEqualTo(Lsn.parse(queryString(db, "SELECT pg_current_wal_lsn()::text")));
+
+      JsonNode json = new ObjectMapper().readTree(inspection.json(System.currentTimeMillis()));
+      assertThat(json.get("fences").asLong()).isEqualTo(inspection.fences);
+      assertThat(json.get("stream_lsn").asText()).isEqualTo(Lsn.format(inspection.restoredLsn));
+      assertThat(inspection.table(System.currentTimeMillis())).contains("live", "subtask 2");
+
+      // The command line, as users run it.
+      assertThat(command(new String[] {"inspect", savepoint, "--format", "json"})).startsWith("0 {");
+      assertThat(command(new String[] {"inspect", "/nowhere"})).startsWith("2 ").contains("could not be read");
+      String[] verify = {"verify", savepoint, "--source-url", url, "--source-user", "postgres"};
+      assertThat(command(verify)).startsWith("0 equal as of the savepoint: 0 fences differ, 0 buckets behind");
+
+      // An edit after the savepoint is no difference as of it: its bucket is not compared.
+      placeFences(db, random, 20, 21);
+      assertThat(command(verify)).startsWith("0 equal").contains("1 buckets edited since");
+
+      // Changes that bypassed the versioning (the triggers off): verify finds each, by kind.
+      assertThat(java.util.stream.Stream.of("fence-3", "fence-4", "oob-1").map(dev.geofence.state.checksum.FenceBuckets::of))
+          .doesNotContain(dev.geofence.state.checksum.FenceBuckets.of("fence-20"));
+      try (java.sql.Statement s = db.createStatement()) {
+        s.execute("ALTER TABLE fences DISABLE TRIGGER USER");
+        s.execute("DELETE FROM fences WHERE id = 'fence-3'");
+        s.execute("UPDATE fences SET seq = seq + 5 WHERE id = 'fence-4'");
+        s.execute("INSERT INTO fences (id, seq, geom) SELECT 'oob-1', 1, geom FROM fences WHERE id = 'fence-5'");
+        s.execute("ALTER TABLE fences ENABLE TRIGGER USER");
+      }
+      assertThat(command(verify)).startsWith("1 DIFFERENT as of the savepoint: 3 fences differ")
+          .contains("extra fence-3", "stale fence-4", "missing oob-1");
+    }
+  }
+
+  /** Runs the savepoint command line: its exit code, a space, and what it printed. */
+  private String command(String[] args) {
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream out = new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8);
+    int status = dev.geofence.savepoints.SavepointCommand.run(args, out, out);
+    return status + " " + bytes.toString(java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  private static String queryString(Connection db, String sql) throws Exception {
+    try (java.sql.Statement s = db.createStatement(); java.sql.ResultSet r = s.executeQuery(sql)) {
+      r.next();
+      return r.getString(1);
+    }
+  }
+}
