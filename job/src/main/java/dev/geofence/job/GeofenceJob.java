@@ -79,7 +79,7 @@ public final class GeofenceJob {
   }
 
   /** Max parallelism when the environment sets none; it must divide the 4096 fence buckets. */
-  static final int DEFAULT_MAX_PARALLELISM = 128;
+  public static final int DEFAULT_MAX_PARALLELISM = 128;
 
   private GeofenceJob() {}
 
@@ -133,8 +133,7 @@ public final class GeofenceJob {
         .name("Location event time");
 
     SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
-        .keyBy(c -> c.kind == FenceChange.Kind.FENCE ? new FenceKey(c.fenceId) : FenceKey.ofBucket(c.bucket),
-            TypeInformation.of(FenceKey.class))
+        .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth,

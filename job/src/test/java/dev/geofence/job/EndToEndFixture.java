@@ -107,6 +107,8 @@ abstract class EndToEndFixture {
   boolean postgis;
   /** The database password ("" for the embedded server). */
   String password = "";
+  /** Start without a CDC snapshot, streaming from the slot (restoring a bootstrapped savepoint). */
+  boolean streamFromSlot;
 
   /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
   final Set<String> expected = new TreeSet<>();
@@ -136,7 +138,8 @@ abstract class EndToEndFixture {
     env.setParallelism(parallelism);
     env.enableCheckpointing(1000);
     FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(sourceUrl).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300)).build();
+        .url(sourceUrl).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300))
+        .streamFromSlot(streamFromSlot).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();

@@ -1,8 +1,12 @@
 package dev.geofence.savepoints;
 
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.cli.Launcher;
 import dev.geofence.job.cli.Options;
+import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.readiness.Lsn;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -10,8 +14,8 @@ import java.sql.SQLException;
 import java.util.Set;
 
 /**
- * The savepoint tools' command line: {@code inspect} and {@code verify} (issue 5; bootstrap and the
- * Arrow export are to come). Exit 0: done (verify: equal), 1: verify found differences, 2: a bad
+ * The savepoint tools' command line: {@code inspect}, {@code verify} and {@code bootstrap} (issue
+ * 5; the Arrow export and import are to come). Exit 0: done (verify: equal), 1: verify found differences, 2: a bad
  * command line or a savepoint that cannot be read. The fence database password comes from
  * {@code GEOFENCE_SOURCE_PASSWORD}, as for the job.
  */
@@ -20,15 +24,43 @@ public final class SavepointCommand {
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT [--parallelism N] [--format table|json]",
       "       java -jar geofence-savepoints.jar verify SAVEPOINT --source-url URL --source-user USER [--fences-table NAME] [--limit N]",
+      "       java -jar geofence-savepoints.jar bootstrap --source-url URL --source-user USER --output DIR [--slot NAME]",
+      "                 [--fences-table NAME] [--max-parallelism N] [--geometry-format wkb|wkt|geojson]",
       "",
       "inspect  what a savepoint of the geofence job holds: fences, tombstones, checksum, vertices,",
       "         memberships, stream position and its age, state format, fences per subtask at",
       "         --parallelism (default: the savepoint's)",
       "verify   the savepoint's fences against the fence database, as of the savepoint: buckets not",
       "         edited since must hold the same fences at the same seqs; exit 0 when equal, 1 with the",
-      "         differences (at most --limit listed, default 50). Password: GEOFENCE_SOURCE_PASSWORD");
+      "         differences (at most --limit listed, default 50)",
+      "bootstrap  a savepoint the job restores from (with run --startup slot) instead of a CDC snapshot:",
+      "         creates the job's slot (--slot, default geofence) if missing, then reads every fence in one",
+      "         consistent read; --max-parallelism must be the job's (default 128)",
+      "The fence database password comes from GEOFENCE_SOURCE_PASSWORD.");
 
   private SavepointCommand() {}
+
+  private static int bootstrap(Options options, PrintStream out) throws Exception {
+    FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
+    String output = options.required("output");
+    int maxParallelism = options.getInt("max-parallelism", GeofenceJob.DEFAULT_MAX_PARALLELISM);
+    String format = options.get("geometry-format", "wkb");
+    FenceIndexOperator.GeometryFormat geometryFormat;
+    try {
+      geometryFormat = FenceIndexOperator.GeometryFormat.valueOf(format.toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("option --geometry-format must be wkb, wkt or geojson, got '" + format + "'");
+    }
+    String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
+    try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
+        password == null ? "" : password)) {
+      SavepointBootstrap.Result result = SavepointBootstrap.write(db, columns, options.get("slot", "geofence"), output,
+          maxParallelism, GeometryReadOptions.defaults(), geometryFormat);
+      out.printf("bootstrapped %s: %,d fences and %,d tombstones read at %s; restore the job from it with run --startup slot%n",
+          output, result.fences, result.tombstones, Lsn.format(result.lsn));
+      return 0;
+    }
+  }
 
   /** Under {@code java -jar}: Flink comes from the {@code lib/} directory next to the jar. */
   public static final class Jar {
@@ -50,6 +82,10 @@ public final class SavepointCommand {
       return args.length == 0 ? 2 : 0;
     }
     try {
+      if (args[0].equals("bootstrap")) {
+        return bootstrap(Options.parse(args, 1, Set.of(
+            "source-url", "source-user", "output", "slot", "fences-table", "max-parallelism", "geometry-format")), out);
+      }
       if (args.length < 2 || args[1].startsWith("--")) {
         throw new IllegalArgumentException("the savepoint's path is required after '" + args[0] + "'");
       }
@@ -77,7 +113,7 @@ public final class SavepointCommand {
           }
         }
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect and verify (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect, verify and bootstrap (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence-savepoints: " + e.getMessage());

@@ -45,7 +45,9 @@ public final class FenceSource {
         .password(options.password())
         .slotName(options.slotName())
         .decodingPluginName("pgoutput")
-        .startupOptions(StartupOptions.initial())
+        // A job restored from a bootstrapped savepoint already holds the fences: it streams from
+        // the slot the bootstrap created before its read, with no snapshot.
+        .startupOptions(options.streamFromSlot() ? StartupOptions.committed() : StartupOptions.initial())
         .heartbeatInterval(options.heartbeatInterval())
         // Confirm a position to the slot only three checkpoints after it completed (the SQL
         // connector's default; the builder's is 0), so a restore of a recent checkpoint can still

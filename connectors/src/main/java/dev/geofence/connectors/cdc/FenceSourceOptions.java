@@ -25,6 +25,7 @@ public final class FenceSourceOptions implements Serializable {
   private final FenceTableColumns columns;
   private final Duration heartbeatInterval;
   private final Properties debeziumProperties;
+  private final boolean streamFromSlot;
 
   private FenceSourceOptions(Builder b) {
     if (b.url == null) {
@@ -45,6 +46,7 @@ public final class FenceSourceOptions implements Serializable {
     this.heartbeatInterval = b.heartbeatInterval;
     this.debeziumProperties = new Properties();
     this.debeziumProperties.putAll(b.debeziumProperties);
+    this.streamFromSlot = b.streamFromSlot;
   }
 
   private static URI parse(String url) {
@@ -110,6 +112,14 @@ public final class FenceSourceOptions implements Serializable {
     return copy;
   }
 
+  /**
+   * Whether a fresh start skips the CDC snapshot and streams from the slot's confirmed position:
+   * for a job restored from a bootstrapped savepoint, which holds the fences but no source state.
+   */
+  public boolean streamFromSlot() {
+    return streamFromSlot;
+  }
+
   /** The JDBC URL of the fence database, without credentials. */
   public String jdbcUrl() {
     return "jdbc:postgresql://" + hostname + ":" + port + "/" + database;
@@ -124,7 +134,8 @@ public final class FenceSourceOptions implements Serializable {
     return port == that.port && hostname.equals(that.hostname) && database.equals(that.database)
         && username.equals(that.username) && password.equals(that.password) && slotName.equals(that.slotName)
         && publicationName.equals(that.publicationName) && columns.equals(that.columns)
-        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties);
+        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties)
+        && streamFromSlot == that.streamFromSlot;
   }
 
   @Override
@@ -148,6 +159,7 @@ public final class FenceSourceOptions implements Serializable {
     private FenceTableColumns columns = FenceTableColumns.defaults();
     private Duration heartbeatInterval = Duration.ofSeconds(1);
     private final Properties debeziumProperties = new Properties();
+    private boolean streamFromSlot;
 
     private Builder() {}
 
@@ -191,6 +203,12 @@ public final class FenceSourceOptions implements Serializable {
     /** A Debezium property passed through as is (the {@code debezium.} prefix already removed). */
     public Builder debeziumProperty(String key, String value) {
       this.debeziumProperties.setProperty(key, value);
+      return this;
+    }
+
+    /** Skip the CDC snapshot and stream from the slot (see {@link FenceSourceOptions#streamFromSlot()}). */
+    public Builder streamFromSlot(boolean streamFromSlot) {
+      this.streamFromSlot = streamFromSlot;
       return this;
     }
 

@@ -44,7 +44,7 @@ public final class GeofenceCommand {
   private static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "hydration-retention", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
+      "invalid-polygons", "heartbeat-interval", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
@@ -72,6 +72,8 @@ public final class GeofenceCommand {
       "  --invalid-polygons POLICY   repair (default) or reject",
       "  --heartbeat-interval D      how often the source's heartbeat advances the fence clock (default 1s)",
       "  --hydration-retention D     how long hydration_history keeps its rows (default 30d)",
+      "  --startup snapshot|slot     without source state: read the table first (default), or stream from",
+      "                              the slot only (restoring a savepoint that geofence-savepoints bootstrap wrote)",
       "  --from-savepoint PATH       restore from this savepoint (java -jar; on a cluster use flink run -s)",
       "  --savepoint-dir URI         default target of savepoints, e.g. file:///var/geofence/savepoints",
       "  --rest-port P               REST port of the embedded cluster under java -jar (default 8081), so",
@@ -147,6 +149,11 @@ public final class GeofenceCommand {
         .publicationName(options.get("publication", "geofence_publication"))
         .columns(columns)
         .heartbeatInterval(options.getDuration("heartbeat-interval", Duration.ofSeconds(1)));
+    String startup = options.get("startup", "snapshot");
+    if (!startup.equals("snapshot") && !startup.equals("slot")) {
+      throw new IllegalArgumentException("option --startup must be snapshot or slot, got '" + startup + "'");
+    }
+    source.streamFromSlot(startup.equals("slot"));
     options.withPrefix("debezium.").forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
     Source<String, ?, ?> locations = locations(options.required("locations"));

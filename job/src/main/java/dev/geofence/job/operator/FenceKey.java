@@ -1,5 +1,6 @@
 package dev.geofence.job.operator;
 
+import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.state.checksum.FenceBuckets;
 import java.util.Objects;
 
@@ -35,6 +36,14 @@ public final class FenceKey {
    * The key of bucket {@code b}'s fingerprint record, in the same key group as the bucket's fences.
    * Its id starts with NUL, which no fence id can (PostgreSQL text cannot hold it).
    */
+  /**
+   * The key of a record of the fence stream: a fence's id, or for a bucket fingerprint (and a
+   * heartbeat's copy for key group g, carried as bucket g) the bucket's key.
+   */
+  public static FenceKey of(FenceChange change) {
+    return change.kind == FenceChange.Kind.FENCE ? new FenceKey(change.fenceId) : ofBucket(change.bucket);
+  }
+
   public static FenceKey ofBucket(int bucket) {
     if (bucket < 0 || bucket >= FenceBuckets.COUNT) {
       throw new IllegalArgumentException("bucket " + bucket + " is outside [0, " + FenceBuckets.COUNT + ")");

@@ -35,6 +35,11 @@ public final class StoredFence {
     this.commitTime = commitTime;
   }
 
+  /** A fence as a bootstrap writes it: live with its geometry (null if refused), or a tombstone. */
+  public static StoredFence of(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitTime) {
+    return new StoredFence(seq, deleted, geometry, tenant, 0, commitTime);
+  }
+
   /** The stored version: of the live fence, or of its delete. */
   public long seq() {
     return seq;

@@ -43,6 +43,7 @@ class GeofenceCommandTest {
       "ready --rest-url http://localhost:8081 --timeout 0s | option --timeout must be longer than 0",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --state-backend memory | option --state-backend must be hashmap or rocksdb, got 'memory'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval soon | option --checkpoint-interval must be a duration like 500ms, 10s, 5m, 1h or 30d, got 'soon'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --startup later | option --startup must be snapshot or slot, got 'later'",
       "run --source-url jdbc:postgresql://h/db --source-user u --slot bad-name! --locations file:/x | the replication slot 'bad-name!' is not a plain SQL identifier (letters, digits and _, at most 63)",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval 1s --heartbeat-interval 5s | option --heartbeat-interval must be shorter than three checkpoint intervals (3000 ms)",
   })

@@ -19,11 +19,10 @@ import org.apache.flink.core.execution.JobClient;
 import org.junit.jupiter.api.Test;
 
 /**
- * {@code inspect} on a real savepoint of the job, of known content: the fences, tombstones,
- * checksum, vertices and memberships it reports equal the source's and the oracle's, and its
- * counts per subtask add up at another parallelism.
+ * The savepoint tools on real savepoints: {@code inspect} and {@code verify} on one the job took,
+ * of known content; {@code bootstrap} writing one the job restores from, without a CDC snapshot.
  */
-class SavepointInspectionITCase extends EndToEndFixture {
+class SavepointToolsITCase extends EndToEndFixture {
 
   @Test
   void inspectReportsWhatTheSavepointHolds() throws Exception {
@@ -90,6 +89,54 @@ class SavepointInspectionITCase extends EndToEndFixture {
       }
       assertThat(command(verify)).startsWith("1 DIFFERENT as of the savepoint: 3 fences differ")
           .contains("extra fence-3", "stale fence-4", "missing oob-1");
+    }
+  }
+
+  /**
+   * A first deploy from a bootstrapped savepoint: it holds what the source holds (not empty), the
+   * job restores from it streaming from the slot the bootstrap created, catches up on the edits
+   * made since, and answers as the oracle and a fresh rebuild do.
+   */
+  @Test
+  void theJobRestoresFromABootstrappedSavepoint() throws Exception {
+    String url = createDatabase(embeddedServerUrl(), "", "geofence_bootstrap", false);
+    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
+      SplittableRandom random = new SplittableRandom(31);
+      placeFences(db, random, 0, 50);
+      deleteFences(db, 40, 45, new HashMap<>());
+      createFences(db, random, 40, 42);
+      String savepoint = temp.resolve("bootstrapped").toString();
+      assertThat(command(new String[] {"bootstrap", "--source-url", url, "--source-user", "postgres", "--slot", "slot_boot",
+          "--output", savepoint})).startsWith("0 bootstrapped");
+      SavepointInspection written = SavepointInspection.read(savepoint, 2);
+      assertThat(written.fences).as("not an empty savepoint").isPositive().isEqualTo(queryLong(db, "SELECT fence_count FROM fence_stats"));
+      assertThat(written.checksum).isEqualTo(queryLong(db, "SELECT checksum FROM fence_stats"));
+      assertThat(written.tombstones).as("deleted and not re-created")
+          .isEqualTo(queryLong(db, "SELECT count(*) FROM fence_tombstones t WHERE NOT EXISTS (SELECT 1 FROM fences f WHERE f.id = t.id)"));
+      assertThat(written.vertices).isEqualTo(fences.values().stream().filter(g -> g != null).mapToLong(g -> g.getNumPoints()).sum());
+
+      // Edits after the bootstrap's read: the restored job catches up on them from the slot.
+      Map<String, Set<String>> inside = new HashMap<>();
+      placeFences(db, random, 0, 5);
+      deleteFences(db, 5, 8, inside);
+      createFences(db, random, 50, 53);
+      streamFromSlot = true;
+      Path inbox = Files.createDirectories(temp.resolve("inbox"));
+      JobClient job = start(url, "slot_boot", inbox, 2, "rocksdb", savepoint);
+      try {
+        awaitStreaming(db, "slot_boot", inbox);
+        moveObjects(db, inbox, random, 1, inside);
+        threeWayCheck(db, inbox, "bootstrapped", 100_000);
+        java.util.Set<String> actual = awaitTriggers(db, expected.size());
+        assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
+      } finally {
+        job.cancel().get();
+      }
+      assertThat(episodes(db)).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(e -> {
+        assertThat(e.startMode).isIn("savepoint", "checkpoint");
+        assertThat(e.gapCheck).isEqualTo("covered");
+      });
+      assertThat(queryLong(db, "SELECT count(*) FROM geofence_dead_letters")).isZero();
     }
   }
 

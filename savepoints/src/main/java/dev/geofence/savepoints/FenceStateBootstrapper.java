@@ -1,0 +1,86 @@
+package dev.geofence.savepoints;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceKey;
+import dev.geofence.job.operator.StoredFence;
+import dev.geofence.job.operator.StoredFenceSerializer;
+import dev.geofence.state.geom.BadGeometryException;
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryReadOptions;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
+
+/**
+ * Writes the fence index's keyed state from the rows of a consistent read of the source, as the
+ * operator itself would hold them after applying those rows as snapshot edits: each fence with its
+ * decoded geometry (none if it does not decode: the job would have refused it), each tombstone,
+ * each bucket's fingerprint with its version, and each key group's stream position.
+ */
+final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, FenceChange> {
+
+  private static final long serialVersionUID = 1L;
+
+  private final GeometryReadOptions geometryOptions;
+  private final FenceIndexOperator.GeometryFormat geometryFormat;
+  private transient FenceGeometryReader reader;
+  private transient ValueState<StoredFence> fence;
+  private transient ValueState<FenceChange> bucketStats;
+  private transient ValueState<FenceChange> streamPosition;
+
+  FenceStateBootstrapper(GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) {
+    this.geometryOptions = geometryOptions;
+    this.geometryFormat = geometryFormat;
+  }
+
+  @Override
+  public void open(OpenContext context) {
+    reader = new FenceGeometryReader(geometryOptions);
+    fence = getRuntimeContext().getState(new ValueStateDescriptor<>(FenceIndexOperator.FENCE_STATE, StoredFenceSerializer.INSTANCE));
+    bucketStats = getRuntimeContext().getState(
+        new ValueStateDescriptor<>(FenceIndexOperator.BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
+    streamPosition = getRuntimeContext().getState(
+        new ValueStateDescriptor<>(FenceIndexOperator.STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
+  }
+
+  @Override
+  public void processElement(FenceChange change, Context context) throws Exception {
+    switch (change.kind) {
+      case FENCE: {
+        StoredFence stored = fence.value();
+        // A re-created fence has a tombstone and a live row: the higher seq is the fence.
+        if (stored != null && stored.seq() > change.seq) {
+          return;
+        }
+        fence.update(change.delete
+            ? StoredFence.of(change.seq, true, null, null, change.commitTime)
+            : StoredFence.of(change.seq, false, decode(change), change.tenant, change.commitTime));
+        return;
+      }
+      case BUCKET_STATS:
+        bucketStats.update(change);
+        return;
+      case HEARTBEAT:
+        streamPosition.update(change);
+        return;
+      default:
+        throw new IllegalArgumentException("a bootstrap writes fences, fingerprints and positions, not " + change.kind);
+    }
+  }
+
+  private FenceGeometry decode(FenceChange change) {
+    try {
+      if (change.geometryBytes != null) {
+        return reader.readWkb(change.geometryBytes).geometry();
+      }
+      return (geometryFormat == FenceIndexOperator.GeometryFormat.GEOJSON
+          ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText)).geometry();
+    } catch (BadGeometryException e) {
+      return null;
+    }
+  }
+}
