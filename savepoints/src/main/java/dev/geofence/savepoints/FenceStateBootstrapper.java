@@ -10,18 +10,22 @@ import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.MapStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
 
 /**
  * Writes the fence index's keyed state from the rows of a consistent read of the source, as the
  * operator itself would hold them after applying those rows as snapshot edits: each fence with its
  * decoded geometry (none if it does not decode: the job would have refused it), each tombstone,
- * each bucket's fingerprint with its version, and each key group's stream position.
+ * each bucket's fingerprint with its version, each key group's stream position, and (imported from
+ * a snapshot file) the objects inside each fence.
  */
-final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, FenceChange> {
+final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, BootstrapRow> {
 
   private static final long serialVersionUID = 1L;
 
@@ -29,6 +33,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   private final FenceIndexOperator.GeometryFormat geometryFormat;
   private transient FenceGeometryReader reader;
   private transient ValueState<StoredFence> fence;
+  private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
   private transient ValueState<FenceChange> streamPosition;
 
@@ -41,6 +46,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   public void open(OpenContext context) {
     reader = new FenceGeometryReader(geometryOptions);
     fence = getRuntimeContext().getState(new ValueStateDescriptor<>(FenceIndexOperator.FENCE_STATE, StoredFenceSerializer.INSTANCE));
+    members = getRuntimeContext().getMapState(new MapStateDescriptor<>(FenceIndexOperator.MEMBERS_STATE, Types.STRING, Types.LONG));
     bucketStats = getRuntimeContext().getState(
         new ValueStateDescriptor<>(FenceIndexOperator.BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
     streamPosition = getRuntimeContext().getState(
@@ -48,7 +54,13 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   }
 
   @Override
-  public void processElement(FenceChange change, Context context) throws Exception {
+  public void processElement(BootstrapRow row, Context context) throws Exception {
+    FenceChange change = row.change;
+    if (row.memberIds != null) {
+      for (int i = 0; i < row.memberIds.length; i++) {
+        members.put(row.memberIds[i], row.memberSince[i]);
+      }
+    }
     switch (change.kind) {
       case FENCE: {
         StoredFence stored = fence.value();

@@ -21,6 +21,14 @@ public class FenceStateEntry {
   public long members;
   public long lsn;
   public long commitTime;
+  /** For a fence read with its geometry (export): the flat arrays of {@code FenceGeometry}. */
+  public String tenant;
+  public double[] coordinates;
+  public int[] ringStarts;
+  public int[] polygonStarts;
+  /** For a fence read with its geometry: the objects inside it and since when. */
+  public String[] memberIds;
+  public long[] memberSince;
   /** For bucket stats: the source's count and checksum of the bucket. */
   public long fenceCount;
   public long checksum;

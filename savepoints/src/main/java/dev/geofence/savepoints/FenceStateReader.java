@@ -25,13 +25,16 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   private static final long serialVersionUID = 1L;
 
   private final int maxParallelism;
+  private final boolean withGeometry;
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
   private transient ValueState<FenceChange> streamPosition;
 
-  FenceStateReader(int maxParallelism) {
+  /** @param withGeometry also emit each fence's geometry and tenant (for an export) */
+  FenceStateReader(int maxParallelism, boolean withGeometry) {
     this.maxParallelism = maxParallelism;
+    this.withGeometry = withGeometry;
   }
 
   // The 1.20.0 State Processor API has only this form of open.
@@ -58,8 +61,24 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       entry.vertices = stored.geometry() == null ? 0 : stored.geometry().coordinates().length / 2;
       entry.lsn = stored.commitLsn();
       entry.commitTime = stored.commitTime();
-      for (String ignored : members.keys()) {
-        entry.members++;
+      if (withGeometry) {
+        entry.tenant = stored.tenant();
+        if (stored.geometry() != null) {
+          entry.coordinates = stored.geometry().coordinates();
+          entry.ringStarts = stored.geometry().ringStarts();
+          entry.polygonStarts = stored.geometry().polygonStarts();
+        }
+      }
+      java.util.List<String> ids = new java.util.ArrayList<>();
+      java.util.List<Long> since = new java.util.ArrayList<>();
+      for (java.util.Map.Entry<String, Long> member : members.entries()) {
+        ids.add(member.getKey());
+        since.add(member.getValue());
+      }
+      entry.members = ids.size();
+      if (withGeometry) {
+        entry.memberIds = ids.toArray(new String[0]);
+        entry.memberSince = since.stream().mapToLong(Long::longValue).toArray();
       }
       out.collect(entry);
     }

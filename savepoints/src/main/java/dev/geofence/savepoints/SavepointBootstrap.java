@@ -7,6 +7,7 @@ import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.GeometryReadOptions;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -47,26 +48,51 @@ public final class SavepointBootstrap {
   private SavepointBootstrap() {}
 
   public static Result write(Connection db, FenceTableColumns columns, String slot, String output, int maxParallelism,
-      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) throws Exception {
+      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat, java.io.PrintStream progress)
+      throws Exception {
     createSlotIfMissing(db, slot);
-    List<FenceChange> rows = new ArrayList<>();
-    BucketRead.Result read = BucketRead.read(db, columns, 1, 0, 0, rows::add);
+    List<BootstrapRow> rows = new ArrayList<>();
+    Progress reading = new Progress(progress, "read the fence database, rows", -1);
+    BucketRead.Result read = BucketRead.read(db, columns, 1, 0, 0, change -> {
+      rows.add(new BootstrapRow(change));
+      reading.tick();
+    });
+    reading.finish();
+    writeRows(rows, read.lsn, System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
+    return new Result(read.lsn, read.fences, read.tombstones);
+  }
+
+  /**
+   * Writes a savepoint from a snapshot file {@link ArrowSnapshotFile#export} wrote: the same
+   * fences, fingerprints and stream position, without reading the database. The job's slot must
+   * still hold the position, as for the savepoint exported.
+   */
+  public static Result writeFromArrow(Path file, String output, GeometryReadOptions geometryOptions) throws Exception {
+    ArrowSnapshotFile.Content content = ArrowSnapshotFile.read(file);
+    long fences = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && !r.change.delete).count();
+    long tombstones = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && r.change.delete).count();
+    writeRows(content.rows, content.lsn, content.commitTime, output, content.maxParallelism, geometryOptions,
+        FenceIndexOperator.GeometryFormat.WKB);
+    return new Result(content.lsn, fences, tombstones);
+  }
+
+  private static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
+      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) throws Exception {
     FenceChange position = new FenceChange();
-    position.lsn = read.lsn;
-    position.commitTime = System.currentTimeMillis();
+    position.lsn = lsn;
+    position.commitTime = commitTime;
     for (int keyGroup = 0; keyGroup < maxParallelism; keyGroup++) {
-      rows.add(position.copyForKeyGroup(keyGroup));
+      rows.add(new BootstrapRow(position.copyForKeyGroup(keyGroup)));
     }
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setRuntimeMode(RuntimeExecutionMode.BATCH);
     SavepointWriter.newSavepoint(env, new HashMapStateBackend(), maxParallelism)
         .withOperator(OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID),
             OperatorTransformation.bootstrapWith(env.fromData(rows))
-                .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))
+                .keyBy(row -> FenceKey.of(row.change), TypeInformation.of(FenceKey.class))
                 .transform(new FenceStateBootstrapper(geometryOptions, geometryFormat)))
         .write(output);
     env.execute("bootstrap " + output);
-    return new Result(read.lsn, read.fences, read.tombstones);
   }
 
   private static void createSlotIfMissing(Connection db, String slot) throws SQLException {

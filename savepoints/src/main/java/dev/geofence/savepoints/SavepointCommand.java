@@ -14,8 +14,8 @@ import java.sql.SQLException;
 import java.util.Set;
 
 /**
- * The savepoint tools' command line: {@code inspect}, {@code verify} and {@code bootstrap} (issue
- * 5; the Arrow export and import are to come). Exit 0: done (verify: equal), 1: verify found differences, 2: a bad
+ * The savepoint tools' command line: {@code inspect}, {@code verify}, {@code bootstrap} (from the
+ * database or from an Arrow snapshot file) and {@code export} (to one). Exit 0: done (verify: equal), 1: verify found differences, 2: a bad
  * command line or a savepoint that cannot be read. The fence database password comes from
  * {@code GEOFENCE_SOURCE_PASSWORD}, as for the job.
  */
@@ -26,6 +26,8 @@ public final class SavepointCommand {
       "       java -jar geofence-savepoints.jar verify SAVEPOINT --source-url URL --source-user USER [--fences-table NAME] [--limit N]",
       "       java -jar geofence-savepoints.jar bootstrap --source-url URL --source-user USER --output DIR [--slot NAME]",
       "                 [--fences-table NAME] [--max-parallelism N] [--geometry-format wkb|wkt|geojson]",
+      "       java -jar geofence-savepoints.jar bootstrap --from-arrow FILE --output DIR",
+      "       java -jar geofence-savepoints.jar export SAVEPOINT --to-arrow FILE",
       "",
       "inspect  what a savepoint of the geofence job holds: fences, tombstones, checksum, vertices,",
       "         memberships, stream position and its age, state format, fences per subtask at",
@@ -35,12 +37,22 @@ public final class SavepointCommand {
       "         differences (at most --limit listed, default 50)",
       "bootstrap  a savepoint the job restores from (with run --startup slot) instead of a CDC snapshot:",
       "         creates the job's slot (--slot, default geofence) if missing, then reads every fence in one",
-      "         consistent read; --max-parallelism must be the job's (default 128)",
+      "         consistent read; --max-parallelism must be the job's (default 128). With --from-arrow,",
+      "         from a snapshot file instead, without the database",
+      "export   a savepoint's fences, fingerprints and stream position to an Arrow IPC file",
       "The fence database password comes from GEOFENCE_SOURCE_PASSWORD.");
 
   private SavepointCommand() {}
 
-  private static int bootstrap(Options options, PrintStream out) throws Exception {
+  private static int bootstrap(Options options, PrintStream out, PrintStream err) throws Exception {
+    String arrow = options.get("from-arrow", null);
+    if (arrow != null) {
+      SavepointBootstrap.Result result = SavepointBootstrap.writeFromArrow(
+          java.nio.file.Path.of(arrow), options.required("output"), GeometryReadOptions.defaults());
+      out.printf("bootstrapped %s from %s: %,d fences and %,d tombstones at %s%n",
+          options.required("output"), arrow, result.fences, result.tombstones, Lsn.format(result.lsn));
+      return 0;
+    }
     FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
     String output = options.required("output");
     int maxParallelism = options.getInt("max-parallelism", GeofenceJob.DEFAULT_MAX_PARALLELISM);
@@ -55,7 +67,7 @@ public final class SavepointCommand {
     try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
         password == null ? "" : password)) {
       SavepointBootstrap.Result result = SavepointBootstrap.write(db, columns, options.get("slot", "geofence"), output,
-          maxParallelism, GeometryReadOptions.defaults(), geometryFormat);
+          maxParallelism, GeometryReadOptions.defaults(), geometryFormat, err);
       out.printf("bootstrapped %s: %,d fences and %,d tombstones read at %s; restore the job from it with run --startup slot%n",
           output, result.fences, result.tombstones, Lsn.format(result.lsn));
       return 0;
@@ -84,7 +96,7 @@ public final class SavepointCommand {
     try {
       if (args[0].equals("bootstrap")) {
         return bootstrap(Options.parse(args, 1, Set.of(
-            "source-url", "source-user", "output", "slot", "fences-table", "max-parallelism", "geometry-format")), out);
+            "source-url", "source-user", "output", "slot", "fences-table", "max-parallelism", "geometry-format", "from-arrow")), out, err);
       }
       if (args.length < 2 || args[1].startsWith("--")) {
         throw new IllegalArgumentException("the savepoint's path is required after '" + args[0] + "'");
@@ -96,7 +108,7 @@ public final class SavepointCommand {
           if (!format.equals("table") && !format.equals("json")) {
             throw new IllegalArgumentException("option --format must be table or json, got '" + format + "'");
           }
-          SavepointInspection inspection = SavepointInspection.read(args[1], options.getInt("parallelism", 0));
+          SavepointInspection inspection = SavepointInspection.read(args[1], options.getInt("parallelism", 0), err);
           out.println(format.equals("json") ? inspection.json(System.currentTimeMillis()) : inspection.table(System.currentTimeMillis()));
           return 0;
         }
@@ -104,7 +116,7 @@ public final class SavepointCommand {
           Options options = Options.parse(args, 2, Set.of("source-url", "source-user", "fences-table", "limit"));
           FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
           String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
-          SavepointInspection inspection = SavepointInspection.read(args[1], 0);
+          SavepointInspection inspection = SavepointInspection.read(args[1], 0, err);
           try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
               password == null ? "" : password)) {
             SavepointVerification verification = SavepointVerification.verify(inspection, db, columns);
@@ -112,8 +124,15 @@ public final class SavepointCommand {
             return verification.equal() ? 0 : 1;
           }
         }
+        case "export": {
+          Options options = Options.parse(args, 2, Set.of("to-arrow"));
+          java.nio.file.Path file = java.nio.file.Path.of(options.required("to-arrow"));
+          long rows = ArrowSnapshotFile.export(args[1], file, err);
+          out.printf("exported %,d fences of %s to %s%n", rows, args[1], file);
+          return 0;
+        }
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect, verify and bootstrap (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect, verify, bootstrap and export (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence-savepoints: " + e.getMessage());

@@ -9,6 +9,7 @@ import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.readiness.Lsn;
+import java.io.PrintStream;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Locale;
@@ -67,6 +68,18 @@ public final class SavepointInspection {
    * parallelism the savepoint was taken at).
    */
   public static SavepointInspection read(String path, int parallelism) throws Exception {
+    return read(path, parallelism, null, null);
+  }
+
+  /** As {@link #read(String, int)}, with progress lines on {@code progress} (if not null). */
+  public static SavepointInspection read(String path, int parallelism, PrintStream progress) throws Exception {
+    return read(path, parallelism, null, progress);
+  }
+
+  /** Reads as {@link #read(String, int)}, handing every entry, with its geometry, to {@code sink} too (if not null). */
+  static SavepointInspection read(String path, int parallelism, java.util.function.Consumer<FenceStateEntry> sink,
+      PrintStream progress) throws Exception {
+    boolean withGeometry = sink != null;
     OperatorID fenceIndex = OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID).getOperatorId();
     OperatorState operator = SavepointLoader.loadSavepointMetadata(path).getOperatorStates().stream()
         .filter(o -> o.getOperatorID().equals(fenceIndex)).findFirst()
@@ -78,13 +91,24 @@ public final class SavepointInspection {
     env.setRuntimeMode(RuntimeExecutionMode.BATCH);
     SavepointReader reader = SavepointReader.read(env, path, new HashMapStateBackend());
     FenceChecksum checksum = new FenceChecksum();
+    Progress read = progress == null ? null : new Progress(progress, "read " + path + ", state entries", -1);
     try (CloseableIterator<FenceStateEntry> entries = reader.readKeyedState(
-            OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID), new FenceStateReader(inspection.maxParallelism),
+            OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID), new FenceStateReader(inspection.maxParallelism, withGeometry),
             TypeInformation.of(FenceKey.class), TypeInformation.of(FenceStateEntry.class))
         .executeAndCollect("inspect " + path)) {
       while (entries.hasNext()) {
-        inspection.add(entries.next(), checksum);
+        FenceStateEntry entry = entries.next();
+        inspection.add(entry, checksum);
+        if (withGeometry) {
+          sink.accept(entry);
+        }
+        if (read != null) {
+          read.tick();
+        }
       }
+    }
+    if (read != null) {
+      read.finish();
     }
     inspection.checksum = checksum.checksum();
     return inspection;
