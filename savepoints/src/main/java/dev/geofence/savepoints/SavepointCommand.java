@@ -22,7 +22,7 @@ import java.util.Set;
 public final class SavepointCommand {
 
   static final String HELP = String.join("\n",
-      "Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT [--parallelism N] [--format table|json]",
+      "Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT [--parallelism N] [--json]",
       "       java -jar geofence-savepoints.jar verify SAVEPOINT --source-url URL --source-user USER [--fences-table NAME] [--limit N]",
       "       java -jar geofence-savepoints.jar bootstrap --source-url URL --source-user USER --output DIR [--slot NAME]",
       "                 [--fences-table NAME] [--max-parallelism N] [--geometry-format wkb|wkt|geojson]",
@@ -103,11 +103,11 @@ public final class SavepointCommand {
       }
       switch (args[0]) {
         case "inspect": {
-          Options options = Options.parse(args, 2, Set.of("parallelism", "format"));
-          String format = options.get("format", "table");
-          if (!format.equals("table") && !format.equals("json")) {
-            throw new IllegalArgumentException("option --format must be table or json, got '" + format + "'");
-          }
+          // --json is a flag; every other option takes a value.
+          boolean json = java.util.Arrays.asList(args).contains("--json");
+          Options options = Options.parse(
+              java.util.Arrays.stream(args).filter(a -> !a.equals("--json")).toArray(String[]::new), 2, Set.of("parallelism"));
+          String format = json ? "json" : "table";
           SavepointInspection inspection = SavepointInspection.read(args[1], options.getInt("parallelism", 0), err);
           out.println(format.equals("json") ? inspection.json(System.currentTimeMillis()) : inspection.table(System.currentTimeMillis()));
           return 0;
@@ -116,11 +116,13 @@ public final class SavepointCommand {
           Options options = Options.parse(args, 2, Set.of("source-url", "source-user", "fences-table", "limit"));
           FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
           String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
+          String url = options.required("source-url");
+          String user = options.required("source-user");
+          int limit = options.getInt("limit", 50);
           SavepointInspection inspection = SavepointInspection.read(args[1], 0, err);
-          try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
-              password == null ? "" : password)) {
+          try (Connection db = DriverManager.getConnection(url, user, password == null ? "" : password)) {
             SavepointVerification verification = SavepointVerification.verify(inspection, db, columns);
-            out.print(verification.report(options.getInt("limit", 50)));
+            out.print(verification.report(limit));
             return verification.equal() ? 0 : 1;
           }
         }

@@ -50,6 +50,8 @@ public final class SavepointVerification {
   public final List<Integer> bucketsBehind = new ArrayList<>();
   public long sourceFences;
   public long sourceChecksum;
+  public long savepointFences;
+  public long savepointChecksum;
 
   private SavepointVerification() {}
 
@@ -61,6 +63,8 @@ public final class SavepointVerification {
   public static SavepointVerification verify(SavepointInspection savepoint, Connection db, FenceTableColumns columns)
       throws SQLException {
     SavepointVerification result = new SavepointVerification();
+    result.savepointFences = savepoint.fences;
+    result.savepointChecksum = savepoint.checksum;
     long[] sourceVersions = new long[FenceBuckets.COUNT];
     Map<String, Long> sourceLive = new HashMap<>();
     boolean autoCommit = db.getAutoCommit();
@@ -126,6 +130,9 @@ public final class SavepointVerification {
         .append(differences.size()).append(" fences differ, ")
         .append(bucketsBehind.size()).append(" buckets behind the savepoint at the source, ")
         .append(bucketsEditedSince).append(" buckets edited since (not compared)")
+        .append(System.lineSeparator())
+        .append("  savepoint: ").append(savepointFences).append(" fences, checksum ").append(savepointChecksum)
+        .append("; source now: ").append(sourceFences).append(" fences, checksum ").append(sourceChecksum)
         .append(System.lineSeparator());
     differences.stream().limit(limit).forEach(d -> out.append("  ").append(d).append(System.lineSeparator()));
     if (differences.size() > limit) {
