@@ -4,18 +4,13 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
-import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.MapState;
-import org.apache.flink.api.common.state.MapStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
-import org.apache.flink.api.common.state.ValueStateDescriptor;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
 
 /**
@@ -45,12 +40,10 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   @Override
   public void open(OpenContext context) {
     reader = new FenceGeometryReader(geometryOptions);
-    fence = getRuntimeContext().getState(new ValueStateDescriptor<>(FenceIndexOperator.FENCE_STATE, StoredFenceSerializer.INSTANCE));
-    members = getRuntimeContext().getMapState(new MapStateDescriptor<>(FenceIndexOperator.MEMBERS_STATE, Types.STRING, Types.LONG));
-    bucketStats = getRuntimeContext().getState(
-        new ValueStateDescriptor<>(FenceIndexOperator.BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
-    streamPosition = getRuntimeContext().getState(
-        new ValueStateDescriptor<>(FenceIndexOperator.STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
+    fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
+    members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
+    bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
+    streamPosition = getRuntimeContext().getState(FenceIndexOperator.streamPositionStateDescriptor());
   }
 
   @Override

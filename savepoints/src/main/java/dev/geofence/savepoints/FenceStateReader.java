@@ -4,13 +4,8 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
-import dev.geofence.job.operator.StoredFenceSerializer;
 import org.apache.flink.api.common.state.MapState;
-import org.apache.flink.api.common.state.MapStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
-import org.apache.flink.api.common.state.ValueStateDescriptor;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.state.api.functions.KeyedStateReaderFunction;
@@ -41,12 +36,10 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @SuppressWarnings("deprecation")
   @Override
   public void open(Configuration parameters) {
-    fence = getRuntimeContext().getState(new ValueStateDescriptor<>(FenceIndexOperator.FENCE_STATE, StoredFenceSerializer.INSTANCE));
-    members = getRuntimeContext().getMapState(new MapStateDescriptor<>(FenceIndexOperator.MEMBERS_STATE, Types.STRING, Types.LONG));
-    bucketStats = getRuntimeContext().getState(
-        new ValueStateDescriptor<>(FenceIndexOperator.BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
-    streamPosition = getRuntimeContext().getState(
-        new ValueStateDescriptor<>(FenceIndexOperator.STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
+    fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
+    members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
+    bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
+    streamPosition = getRuntimeContext().getState(FenceIndexOperator.streamPositionStateDescriptor());
   }
 
   @Override

@@ -100,11 +100,30 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public static final OutputTag<HydrationEpisode> HYDRATION_EPISODES =
       new OutputTag<>("hydration-episodes", TypeInformation.of(HydrationEpisode.class));
 
-  /** Names of the keyed state, shared with the savepoint tools. */
-  public static final String FENCE_STATE = "fence";
-  public static final String MEMBERS_STATE = "members";
-  public static final String BUCKET_STATS_STATE = "bucket-stats";
-  public static final String STREAM_POSITION_STATE = "stream-position";
+  private static final String FENCE_STATE = "fence";
+  private static final String MEMBERS_STATE = "members";
+  private static final String BUCKET_STATS_STATE = "bucket-stats";
+  private static final String STREAM_POSITION_STATE = "stream-position";
+
+  /** Each fence's stored version; the savepoint tools read and write it with the same descriptor. */
+  public static ValueStateDescriptor<StoredFence> fenceStateDescriptor() {
+    return new ValueStateDescriptor<>(FENCE_STATE, StoredFenceSerializer.INSTANCE);
+  }
+
+  /** The objects inside each fence, and since when. */
+  public static MapStateDescriptor<String, Long> membersStateDescriptor() {
+    return new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG);
+  }
+
+  /** Each bucket's fingerprint as the stream delivered it (its version in {@code seq}). */
+  public static ValueStateDescriptor<FenceChange> bucketStatsStateDescriptor() {
+    return new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class));
+  }
+
+  /** Each key group's last heartbeat: how far the stream had been read. */
+  public static ValueStateDescriptor<FenceChange> streamPositionStateDescriptor() {
+    return new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
+  }
 
   /** How long to wait before trying an unreachable source of truth again. */
   static final long RETRY_INTERVAL_MS = 2_000;
@@ -235,15 +254,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     phase = LoadPhase.STARTING;
     phaseSince = episode.installedAt;
     fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
-    membersState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG));
+    membersState = context.getKeyedStateStore().getMapState(membersStateDescriptor());
     pendingEditsState = context.getKeyedStateStore().getListState(
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)));
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
-    bucketStatsState = context.getKeyedStateStore().getState(
-        new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)));
-    streamPositionState = context.getKeyedStateStore().getState(
-        new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)));
+    bucketStatsState = context.getKeyedStateStore().getState(bucketStatsStateDescriptor());
+    streamPositionState = context.getKeyedStateStore().getState(streamPositionStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
 
@@ -591,7 +608,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class)),
+        bucketStatsStateDescriptor(),
         (FenceKey key, ValueState<FenceChange> state) -> {
           fingerprints.expect(state.value().bucket, state.value().fenceCount, state.value().checksum, state.value().seq);
           versions.known(state.value().bucket, state.value().seq);
@@ -599,11 +616,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class)),
+        streamPositionStateDescriptor(),
         (FenceKey key, ValueState<FenceChange> state) -> advanceStream(state.value()));
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG),
+        membersStateDescriptor(),
         (FenceKey key, MapState<String, Long> state) -> {
           for (String objectId : state.keys()) {
             fencesByObject.computeIfAbsent(objectId, o -> new HashSet<>()).add(key.id);
