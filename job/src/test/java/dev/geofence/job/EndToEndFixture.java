@@ -105,7 +105,8 @@ abstract class EndToEndFixture {
 
   /** Whether the fences table stores PostGIS geometry (else WKB in bytea). */
   boolean postgis;
-  /** The database password ("" for the embedded server). */
+  /** The database user and password the job runs with ("" for the embedded server's postgres). */
+  String user = "postgres";
   String password = "";
   /** Start without a CDC snapshot, streaming from the slot (restoring a bootstrapped savepoint). */
   boolean streamFromSlot;
@@ -138,10 +139,10 @@ abstract class EndToEndFixture {
     env.setParallelism(parallelism);
     env.enableCheckpointing(1000);
     FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(sourceUrl).username("postgres").password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300))
+        .url(sourceUrl).username(user).password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300))
         .streamFromSlot(streamFromSlot).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .withUrl(url).withUsername("postgres").withPassword(password).withDriverName("org.postgresql.Driver").build();
+        .withUrl(url).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(

@@ -31,6 +31,8 @@ public final class Migrations {
 
   private static final String VERSIONING = "sql/source/fence-versioning.sql";
   private static final String OUTPUTS = "sql/sink/geofence-outputs.sql";
+  private static final String JOB_ROLE = "sql/source/geofence-role.sql";
+  private static final String[] OUTPUT_TABLES = {"geofence_triggers", "geofence_presence", "geofence_dead_letters", "hydration_history"};
 
   private Migrations() {}
 
@@ -40,9 +42,32 @@ public final class Migrations {
     execute(connection, VERSIONING);
   }
 
-  /** The job's output tables: triggers, presence, dead letters. */
+  /** The job's output tables: triggers, presence, dead letters, hydration history. */
   public static void applyOutputs(Connection connection) throws SQLException {
     execute(connection, OUTPUTS);
+  }
+
+  /**
+   * The output tables, unless they all exist already: a job running as the least-privileged role
+   * may not create anything, not even with IF NOT EXISTS.
+   */
+  public static void ensureOutputs(Connection connection) throws SQLException {
+    try (Statement statement = connection.createStatement()) {
+      for (String table : OUTPUT_TABLES) {
+        try (java.sql.ResultSet r = statement.executeQuery("SELECT to_regclass('" + table + "') IS NOT NULL")) {
+          r.next();
+          if (!r.getBoolean(1)) {
+            applyOutputs(connection);
+            return;
+          }
+        }
+      }
+    }
+  }
+
+  /** The job's least-privileged role, {@code geofence_job}, and its grants (without a password). */
+  public static void applyJobRole(Connection connection) throws SQLException {
+    execute(connection, JOB_ROLE);
   }
 
   private static void execute(Connection connection, String resource) throws SQLException {

@@ -202,9 +202,10 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException("option --parallelism must be at least 1");
     }
 
-    // The output tables come from the shipped migration.
+    // The output tables come from the shipped migration, unless they exist (a least-privileged
+    // role may not create them).
     try (Connection sink = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
-      Migrations.applyOutputs(sink);
+      Migrations.ensureOutputs(sink);
     } catch (SQLException e) {
       throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
     }
