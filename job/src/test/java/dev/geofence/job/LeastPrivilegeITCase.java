@@ -22,8 +22,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The job as the least-privileged role of {@code docker/sql/source/geofence-role.sql}: a snapshot,
  * the stream, the heartbeat, the sinks, a savepoint restore with its gap check and catch-up all
- * work with those grants alone; the role cannot write the fences; and its password is in no file
- * of the savepoint.
+ * work with those grants alone; the role cannot write the fences; its password is in no file of
+ * the savepoint, and in the log (everything from INFO on) only where Flink CDC itself puts it.
  */
 class LeastPrivilegeITCase extends EndToEndFixture {
 
@@ -74,6 +74,13 @@ class LeastPrivilegeITCase extends EndToEndFixture {
         assertThatThrownBy(() -> s.execute("DELETE FROM fences")).hasMessageContaining("permission denied");
         assertThatThrownBy(() -> s.execute("UPDATE fence_stats SET fence_count = 0")).hasMessageContaining("permission denied");
       }
+      // Everything logged from INFO on, Flink CDC's and Debezium's configuration included.
+      String log = Files.readString(Path.of("target/test-logs/all.log"), StandardCharsets.ISO_8859_1);
+      assertThat(log).as("the log is being written").contains("slot_role");
+      // Flink CDC 3.5 logs its Debezium configuration, password included, at INFO from this one
+      // class (README says to keep it at WARN); nothing else may.
+      assertThat(log.lines().filter(line -> line.contains(SECRET)))
+          .as("lines with the password").allSatisfy(line -> assertThat(line).contains("PostgresSourceFetchTaskContext"));
       try (Stream<Path> files = Files.walk(Path.of(java.net.URI.create(savepoint)))) {
         for (Path file : files.filter(Files::isRegularFile).toList()) {
           assertThat(new String(Files.readAllBytes(file), StandardCharsets.ISO_8859_1)).as("%s", file).doesNotContain(SECRET);
