@@ -377,9 +377,8 @@ class WarmStartITCase extends EndToEndFixture {
   }
 
   /**
-   * Stops the job with a savepoint and waits until its CDC source has let go of the slot: until
-   * then it may still receive, and confirm, edits made after the savepoint, which the next restore
-   * then proves skipped and rebuilds (correct, but not the catch-up these cases are about).
+   * Stops the job with a savepoint and waits until its CDC source has let go of the slot, so that
+   * the edits these cases make next can only reach the restored job through its catch-up.
    */
   private String stop(JobClient job) throws Exception {
     String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
