@@ -1,5 +1,7 @@
 package dev.geofence.savepoints;
 
+import static dev.geofence.connectors.cdc.FenceTableColumns.quote;
+
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.state.checksum.FenceBuckets;
 import java.sql.Connection;
@@ -71,19 +73,19 @@ public final class SavepointVerification {
     db.setAutoCommit(false);
     db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
     try (Statement s = db.createStatement()) {
-      try (ResultSet r = s.executeQuery("SELECT bucket, version FROM " + table(columns.schema(), columns.bucketStatsTable()))) {
+      try (ResultSet r = s.executeQuery("SELECT bucket, version FROM " + columns.qualified(columns.bucketStatsTable()))) {
         while (r.next()) {
           sourceVersions[r.getInt(1)] = r.getLong(2);
         }
       }
       s.setFetchSize(10_000);
       try (ResultSet r = s.executeQuery("SELECT " + quote(columns.id()) + "::text, " + quote(columns.seq()) + " FROM "
-          + table(columns.schema(), columns.fencesTable()))) {
+          + columns.qualified(columns.fencesTable()))) {
         while (r.next()) {
           sourceLive.put(r.getString(1), r.getLong(2));
         }
       }
-      try (ResultSet r = s.executeQuery("SELECT fence_count, checksum FROM " + table(columns.schema(), columns.statsTable()))) {
+      try (ResultSet r = s.executeQuery("SELECT fence_count, checksum FROM " + columns.qualified(columns.statsTable()))) {
         r.next();
         result.sourceFences = r.getLong(1);
         result.sourceChecksum = r.getLong(2);
@@ -139,14 +141,5 @@ public final class SavepointVerification {
       out.append("  ... and ").append(differences.size() - limit).append(" more").append(System.lineSeparator());
     }
     return out.toString();
-  }
-
-  private static String table(String schema, String name) {
-    return quote(schema) + "." + quote(name);
-  }
-
-  /** Names were checked to be plain identifiers; quoting keeps their case as configured. */
-  private static String quote(String identifier) {
-    return '"' + identifier + '"';
   }
 }

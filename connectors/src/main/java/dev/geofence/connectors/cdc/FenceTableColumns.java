@@ -47,6 +47,16 @@ public final class FenceTableColumns implements Serializable {
     return name;
   }
 
+  /** A configured name for SQL: checked to be a plain identifier, quoted to keep its case. */
+  public static String quote(String identifier) {
+    return '"' + identifier + '"';
+  }
+
+  /** One of the configured tables, in the configured schema, for SQL. */
+  public String qualified(String table) {
+    return quote(schema) + "." + quote(table);
+  }
+
   public static FenceTableColumns defaults() {
     return builder().build();
   }

@@ -1,5 +1,7 @@
 package dev.geofence.connectors.source;
 
+import static dev.geofence.connectors.cdc.FenceTableColumns.quote;
+
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.state.checksum.FenceBuckets;
@@ -100,7 +102,7 @@ public final class BucketRead {
     String geometry = quote(c.geometry());
     try (PreparedStatement s = db.prepareStatement(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = ?::regclass AND attname = ?")) {
-      s.setString(1, quote(c.schema()) + "." + quote(c.fencesTable()));
+      s.setString(1, c.qualified(c.fencesTable()));
       s.setString(2, c.geometry());
       try (ResultSet r = s.executeQuery()) {
         if (!r.next()) {
@@ -118,7 +120,7 @@ public final class BucketRead {
     }
     String tenant = c.tenant() == null ? "NULL" : quote(c.tenant()) + "::text";
     String sql = "SELECT " + quote(c.id()) + "::text, " + quote(c.seq()) + ", " + geometry + ", " + tenant
-        + " FROM " + quote(c.schema()) + "." + quote(c.fencesTable())
+        + " FROM " + c.qualified(c.fencesTable())
         + " WHERE fence_bucket(" + quote(c.id()) + "::text) = ANY(?)";
     long n = 0;
     try (PreparedStatement s = db.prepareStatement(sql)) {
@@ -145,7 +147,7 @@ public final class BucketRead {
 
   private static long readTombstones(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
     String sql = "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint FROM "
-        + quote(c.schema()) + "." + quote(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
+        + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
     long n = 0;
     try (PreparedStatement s = db.prepareStatement(sql)) {
       s.setArray(1, buckets);
@@ -166,7 +168,7 @@ public final class BucketRead {
   }
 
   private static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
-    String sql = "SELECT bucket, fence_count, checksum, version FROM " + quote(c.schema()) + "." + quote(c.bucketStatsTable())
+    String sql = "SELECT bucket, fence_count, checksum, version FROM " + c.qualified(c.bucketStatsTable())
         + " WHERE bucket = ANY(?)";
     try (PreparedStatement s = db.prepareStatement(sql)) {
       s.setArray(1, buckets);
@@ -188,10 +190,5 @@ public final class BucketRead {
     change.kind = kind;
     change.snapshot = true;
     return change;
-  }
-
-  /** Names were checked to be plain identifiers; quoting keeps their case as configured. */
-  private static String quote(String identifier) {
-    return '"' + identifier + '"';
   }
 }

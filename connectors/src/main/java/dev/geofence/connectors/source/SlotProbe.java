@@ -44,8 +44,8 @@ public final class SlotProbe {
       Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd) throws SQLException {
     long[] versions = new long[FenceBuckets.COUNT];
     Arrays.fill(versions, -1);
-    try (PreparedStatement s = connection.prepareStatement("SELECT bucket, version FROM \"" + columns.schema() + "\".\""
-        + columns.bucketStatsTable() + "\" WHERE bucket = ANY(?)")) {
+    try (PreparedStatement s = connection.prepareStatement(
+        "SELECT bucket, version FROM " + columns.qualified(columns.bucketStatsTable()) + " WHERE bucket = ANY(?)")) {
       s.setArray(1, connection.createArrayOf("int4", BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd)));
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
@@ -54,8 +54,8 @@ public final class SlotProbe {
       }
     }
     try (Statement s = connection.createStatement();
-        ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text, fence_count, checksum FROM \""
-            + columns.schema() + "\".\"" + columns.statsTable() + "\"")) {
+        ResultSet r = s.executeQuery(
+            "SELECT pg_current_wal_insert_lsn()::text, fence_count, checksum FROM " + columns.qualified(columns.statsTable()))) {
       if (!r.next()) {
         throw new SQLException("the fence_stats row is missing: apply docker/sql/source/fence-versioning.sql");
       }
