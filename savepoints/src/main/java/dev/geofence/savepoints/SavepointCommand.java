@@ -2,6 +2,7 @@ package dev.geofence.savepoints;
 
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.cli.GeofenceCommand;
 import dev.geofence.job.cli.Launcher;
 import dev.geofence.job.cli.Options;
 import dev.geofence.job.operator.FenceIndexOperator;
@@ -40,7 +41,7 @@ public final class SavepointCommand {
       "         consistent read; --max-parallelism must be the job's (default 128). With --from-arrow,",
       "         from a snapshot file instead, without the database",
       "export   a savepoint's fences, fingerprints and stream position to an Arrow IPC file",
-      "The fence database password comes from GEOFENCE_SOURCE_PASSWORD.");
+      "The fence database password comes from " + GeofenceCommand.PASSWORD_ENV + ".");
 
   private SavepointCommand() {}
 
@@ -56,14 +57,9 @@ public final class SavepointCommand {
     FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
     String output = options.required("output");
     int maxParallelism = options.getInt("max-parallelism", GeofenceJob.DEFAULT_MAX_PARALLELISM);
-    String format = options.get("geometry-format", "wkb");
-    FenceIndexOperator.GeometryFormat geometryFormat;
-    try {
-      geometryFormat = FenceIndexOperator.GeometryFormat.valueOf(format.toUpperCase(java.util.Locale.ROOT));
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("option --geometry-format must be wkb, wkt or geojson, got '" + format + "'");
-    }
-    String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
+    FenceIndexOperator.GeometryFormat geometryFormat =
+        options.getEnum("geometry-format", FenceIndexOperator.GeometryFormat.class, FenceIndexOperator.GeometryFormat.WKB);
+    String password = System.getenv(GeofenceCommand.PASSWORD_ENV);
     try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
         password == null ? "" : password)) {
       SavepointBootstrap.Result result = SavepointBootstrap.write(db, columns, options.get("slot", "geofence"), output,
@@ -115,7 +111,7 @@ public final class SavepointCommand {
         case "verify": {
           Options options = Options.parse(args, 2, Set.of("source-url", "source-user", "fences-table", "limit"));
           FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
-          String password = System.getenv("GEOFENCE_SOURCE_PASSWORD");
+          String password = System.getenv(GeofenceCommand.PASSWORD_ENV);
           String url = options.required("source-url");
           String user = options.required("source-user");
           int limit = options.getInt("limit", 50);

@@ -17,7 +17,6 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.util.Locale;
 import java.util.Set;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -39,7 +38,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  */
 public final class GeofenceCommand {
 
-  static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
+  /** The environment variable the fence database's password is read from (never the command line). */
+  public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
 
   private static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
@@ -159,9 +159,9 @@ public final class GeofenceCommand {
     Source<String, ?, ?> locations = locations(options.required("locations"));
     String sinkUrl = options.get("sink-url", fences.jdbcUrl());
     JobSettings settings = JobSettings.builder()
-        .geometryFormat(enumOption(GeometryFormat.class, "geometry-format", options.get("geometry-format", "wkb")))
+        .geometryFormat(options.getEnum("geometry-format", GeometryFormat.class, GeometryFormat.WKB))
         .geometryOptions(GeometryReadOptions.builder()
-            .invalidPolicy(enumOption(InvalidPolygonPolicy.class, "invalid-polygons", options.get("invalid-polygons", "repair")))
+            .invalidPolicy(options.getEnum("invalid-polygons", InvalidPolygonPolicy.class, InvalidPolygonPolicy.REPAIR))
             .build())
         .build();
 
@@ -260,13 +260,5 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException("option --state-backend must be hashmap or rocksdb, got '" + name + "'");
     }
     return name;
-  }
-
-  private static <E extends Enum<E>> E enumOption(Class<E> type, String option, String value) {
-    try {
-      return Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("option --" + option + " cannot be '" + value + "'");
-    }
   }
 }

@@ -1,7 +1,9 @@
 package dev.geofence.job.cli;
 
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -84,6 +86,25 @@ public final class Options {
       return Integer.parseInt(value);
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("option --" + name + " must be a whole number, got '" + value + "'");
+    }
+  }
+
+  /**
+   * One of an enum's constants, named in any case.
+   *
+   * @throws IllegalArgumentException naming the option, the constants and the value given
+   */
+  public <E extends Enum<E>> E getEnum(String name, Class<E> type, E fallback) {
+    String value = values.get(name);
+    if (value == null) {
+      return fallback;
+    }
+    try {
+      return Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      String[] names = Arrays.stream(type.getEnumConstants()).map(c -> c.name().toLowerCase(Locale.ROOT)).toArray(String[]::new);
+      String choices = String.join(", ", Arrays.copyOf(names, names.length - 1)) + " or " + names[names.length - 1];
+      throw new IllegalArgumentException("option --" + name + " must be " + choices + ", got '" + value + "'");
     }
   }
 
