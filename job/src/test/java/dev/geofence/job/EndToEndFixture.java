@@ -157,6 +157,23 @@ abstract class EndToEndFixture {
   }
 
   /**
+   * Stops the job with a savepoint and waits until its CDC source has let go of the slot, so that
+   * edits made next can only reach a restored job through its catch-up.
+   */
+  String stopWithSavepoint(JobClient job) throws Exception {
+    String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
+    assertThat(Path.of(java.net.URI.create(savepoint))).exists();
+    long deadline = System.currentTimeMillis() + 30_000;
+    try (Connection db = java.sql.DriverManager.getConnection(embeddedServerUrl(), "postgres", password)) {
+      while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE active") > 0) {
+        assertThat(System.currentTimeMillis()).as("the stopped job never released its slot").isLessThan(deadline);
+        Thread.sleep(100);
+      }
+    }
+    return savepoint;
+  }
+
+  /**
    * Waits until the job evaluates locations against the streamed fences: a new sentinel object
    * enters a sentinel fence; the object stays inside it. The fence clock moves only with stream
    * records, which come after the initial snapshot, so the ENTER proves the snapshot is loaded.

@@ -51,7 +51,7 @@ class LeastPrivilegeITCase extends EndToEndFixture {
         awaitStreaming(db, "slot_role", inbox);
         moved = moveObjects(db, inbox, random, 1, inside);
         awaitTriggers(db, expected.size());
-        savepoint = first.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
+        savepoint = stopWithSavepoint(first);
       } catch (Exception e) {
         first.cancel().get();
         throw e;

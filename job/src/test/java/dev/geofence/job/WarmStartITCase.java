@@ -50,7 +50,7 @@ class WarmStartITCase extends EndToEndFixture {
       sentinels.add(awaitStreaming(db, "slot_savepoint", inbox));
       all.addAll(moveObjects(db, inbox, random, 1, inside));
       awaitTriggers(db, expected.size());
-      String savepoint = stop(first);
+      String savepoint = stopWithSavepoint(first);
 
       awaitClockPast(db, all);
       placeFences(db, random, 0, 6);
@@ -63,7 +63,7 @@ class WarmStartITCase extends EndToEndFixture {
       all.addAll(moveObjects(db, inbox, random, 2, inside));
       sentinels.add(awaitStreaming(db, "slot_savepoint", inbox));
       awaitTriggers(db, expected.size());
-      String again = stop(second);
+      String again = stopWithSavepoint(second);
 
       awaitClockPast(db, all);
       placeFences(db, random, 20, 24);
@@ -205,7 +205,7 @@ class WarmStartITCase extends EndToEndFixture {
       awaitStreaming(db, slot, inbox);
       List<Location> moved = moveObjects(db, inbox, random, 1, inside);
       awaitTriggers(db, expected.size());
-      String savepoint = stop(first);
+      String savepoint = stopWithSavepoint(first);
       awaitClockPast(db, moved);
       placeFences(db, random, 0, 5);
       deleteFences(db, 5, 10, inside);
@@ -250,7 +250,7 @@ class WarmStartITCase extends EndToEndFixture {
       awaitStreaming(db, "slot_unreachable", inbox);
       List<Location> moved = moveObjects(db, inbox, random, 1, inside);
       awaitTriggers(db, expected.size());
-      String savepoint = stop(first);
+      String savepoint = stopWithSavepoint(first);
       awaitClockPast(db, moved);
       placeFences(db, random, 0, 5);
       deleteFences(db, 5, 8, inside);
@@ -334,7 +334,7 @@ class WarmStartITCase extends EndToEndFixture {
       awaitStreaming(db, "slot_failover", inbox);
       List<Location> moved = moveObjects(db, inbox, random, 1, inside);
       awaitTriggers(db, expected.size());
-      String savepoint = stop(first);
+      String savepoint = stopWithSavepoint(first);
       awaitClockPast(db, moved);
       // Thousands of edits, each its own transaction: a catch-up that takes a while.
       try (PreparedStatement touch = db.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {
@@ -374,23 +374,6 @@ class WarmStartITCase extends EndToEndFixture {
     Map<String, Long> rows = episodes.stream().filter(e -> !e.startMode.equals("rebuild"))
         .collect(java.util.stream.Collectors.groupingBy(e -> e.jobId + " " + e.startMode + " #" + e.subtask + "/" + e.attempt, java.util.stream.Collectors.counting()));
     assertThat(rows).as("hydration rows per start, subtask and attempt").allSatisfy((key, count) -> assertThat(count).isEqualTo(1));
-  }
-
-  /**
-   * Stops the job with a savepoint and waits until its CDC source has let go of the slot, so that
-   * the edits these cases make next can only reach the restored job through its catch-up.
-   */
-  private String stop(JobClient job) throws Exception {
-    String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
-    assertThat(Path.of(java.net.URI.create(savepoint))).exists();
-    long deadline = System.currentTimeMillis() + 30_000;
-    try (Connection db = java.sql.DriverManager.getConnection(embeddedServerUrl(), "postgres", "")) {
-      while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE active") > 0) {
-        assertThat(System.currentTimeMillis()).as("the stopped job never released its slot").isLessThan(deadline);
-        Thread.sleep(100);
-      }
-    }
-    return savepoint;
   }
 
   /** Every trigger the oracle expects, none other (ids are deterministic: a replay rewrites, never adds). */
