@@ -38,6 +38,7 @@ public final class GeofenceJob {
   public static final String PARSE_LOCATIONS_UID = "parse-locations";
   public static final String FENCE_INDEX_UID = "fence-index";
   public static final String TRIGGERS_SINK_UID = "triggers-sink";
+  public static final String TRIGGERS_TOPIC_SINK_UID = "triggers-topic-sink";
   public static final String PRESENCE_SINK_UID = "presence-sink";
   public static final String DEAD_LETTERS_SINK_UID = "dead-letters-sink";
   public static final String HEARTBEAT_TICKS_UID = "heartbeat-ticks";
@@ -55,6 +56,7 @@ public final class GeofenceJob {
     final Sink<Long> heartbeats;
     final Duration heartbeatInterval;
     final FenceSourceOptions sourceOfTruth;
+    final Sink<GeofenceTrigger> triggersTopic;
 
     /**
      * @param hydrationHistory receives a row per warm-up of each subtask's index, updated as it goes
@@ -66,6 +68,15 @@ public final class GeofenceJob {
         Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
         Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
         Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth) {
+      this(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats, heartbeatInterval, sourceOfTruth,
+          null);
+    }
+
+    private Endpoints(
+        Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
+        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
+        Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth,
+        Sink<GeofenceTrigger> triggersTopic) {
       this.fences = fences;
       this.locations = locations;
       this.triggers = triggers;
@@ -75,6 +86,13 @@ public final class GeofenceJob {
       this.heartbeats = heartbeats;
       this.heartbeatInterval = heartbeatInterval;
       this.sourceOfTruth = sourceOfTruth;
+      this.triggersTopic = triggersTopic;
+    }
+
+    /** These endpoints, the triggers also going to {@code sink} (a topic, exactly once). */
+    public Endpoints withTriggersTopic(Sink<GeofenceTrigger> sink) {
+      return new Endpoints(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats,
+          heartbeatInterval, sourceOfTruth, sink);
     }
   }
 
@@ -154,6 +172,9 @@ public final class GeofenceJob {
 
     triggers.sinkTo(endpoints.triggers).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
     triggers.sinkTo(endpoints.presence).uid(PRESENCE_SINK_UID).name("geofence_presence");
+    if (endpoints.triggersTopic != null) {
+      triggers.sinkTo(endpoints.triggersTopic).uid(TRIGGERS_TOPIC_SINK_UID).name("Triggers topic");
+    }
     triggers.getSideOutput(FenceIndexOperator.DEAD_LETTERS)
         .union(locations.getSideOutput(ParseLocations.DEAD_LETTERS))
         .sinkTo(endpoints.deadLetters)

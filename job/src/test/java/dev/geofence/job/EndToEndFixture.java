@@ -10,6 +10,7 @@ import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.location.LocationSources;
+import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
@@ -38,6 +39,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.TreeSet;
+import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MetricOptions;
@@ -110,6 +112,9 @@ abstract class EndToEndFixture {
   String password = "";
   /** Start without a CDC snapshot, streaming from the slot (restoring a bootstrapped savepoint). */
   boolean streamFromSlot;
+  /** Where the triggers also go (a Kafka topic), or null. */
+  Sink<GeofenceTrigger> triggersTopic;
+  long checkpointIntervalMs = 1000;
 
   /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
   final Set<String> expected = new TreeSet<>();
@@ -137,22 +142,25 @@ abstract class EndToEndFixture {
     config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
-    env.enableCheckpointing(1000);
+    env.enableCheckpointing(checkpointIntervalMs);
     FenceSourceOptions source = FenceSourceOptions.builder()
         .url(sourceUrl).username(user).password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300))
         .streamFromSlot(streamFromSlot).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
-    GeofenceJob.build(env,
+    GeofenceJob.Endpoints endpoints =
         new GeofenceJob.Endpoints(
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(), JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
             JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
-            source),
-        JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
+            source);
+    if (triggersTopic != null) {
+      endpoints = endpoints.withTriggersTopic(triggersTopic);
+    }
+    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
     return env.executeAsync("geofence-it");
   }
 

@@ -2,6 +2,7 @@ package dev.geofence.connectors.location;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.model.Location;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -9,8 +10,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
-import kafka.testkit.KafkaClusterTestKit;
-import kafka.testkit.TestKitNodes;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -31,25 +30,14 @@ class LocationSourcesTest {
   @Test
   void kafkaTopicDeliversEveryLine() throws Exception {
     List<String> lines = lines(200);
-    try (KafkaClusterTestKit kafka = new KafkaClusterTestKit.Builder(
-        new TestKitNodes.Builder().setCoResident(true).setNumBrokerNodes(1).setNumControllerNodes(1).build())
-        // One broker: the internal topics must do with one replica.
-        .setConfigProp("offsets.topic.replication.factor", "1")
-        .setConfigProp("transaction.state.log.replication.factor", "1")
-        .setConfigProp("transaction.state.log.min.isr", "1")
-        .setConfigProp("group.initial.rebalance.delay.ms", "0")
-        .build()) {
-      kafka.format();
-      kafka.startup();
-      kafka.waitForReadyBrokers();
+    try (KafkaBroker kafka = KafkaBroker.start()) {
       Properties producer = kafka.clientProperties();
       try (KafkaProducer<String, String> out = new KafkaProducer<>(producer, new StringSerializer(), new StringSerializer())) {
         for (String line : lines) {
           out.send(new ProducerRecord<>("locations", line)).get();
         }
       }
-      String bootstrap = producer.getProperty("bootstrap.servers");
-      assertThat(read(LocationSources.kafka(bootstrap, "locations", "test"), lines.size())).containsExactlyElementsOf(lines);
+      assertThat(read(LocationSources.kafka(kafka.bootstrapServers(), "locations", "test"), lines.size())).containsExactlyElementsOf(lines);
     }
   }
 

@@ -6,6 +6,7 @@ import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.location.MovingObjects;
 import dev.geofence.connectors.sink.JdbcOutputs;
+import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
@@ -18,6 +19,8 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Set;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
@@ -44,7 +47,7 @@ public final class GeofenceCommand {
   private static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
+      "invalid-polygons", "heartbeat-interval", "triggers-topic", "triggers-transactional-id", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
@@ -64,6 +67,11 @@ public final class GeofenceCommand {
       "  --locations SPEC            kafka:BOOTSTRAP/TOPIC, file:PATH (a file or a watched directory)",
       "                              or generator:OBJECTS (required)",
       "  --sink-url URL              JDBC URL for the output tables (default: the fence database)",
+      "  --triggers-topic BOOTSTRAP/TOPIC",
+      "                              also write the triggers to this Kafka topic, exactly once (transactions",
+      "                              commit with each checkpoint; read it with isolation.level=read_committed)",
+      "  --triggers-transactional-id PREFIX",
+      "                              Kafka transactional id prefix, unique per job (default geofence-triggers)",
       "  --parallelism N             parallelism of the job (default: the cluster's)",
       "  --checkpoint-dir URI        durable checkpoint storage, e.g. file:///var/geofence/checkpoints",
       "  --checkpoint-interval D     checkpoint interval, e.g. 10s (default 10s)",
@@ -157,6 +165,12 @@ public final class GeofenceCommand {
     options.withPrefix("debezium.").forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
     Source<String, ?, ?> locations = locations(options.required("locations"));
+    Sink<GeofenceTrigger> triggersTopic = null;
+    if (options.get("triggers-topic", null) != null) {
+      String[] topic = kafkaTopic("--triggers-topic", options.get("triggers-topic", null));
+      triggersTopic = KafkaOutputs.triggers(topic[0], topic[1],
+          options.get("triggers-transactional-id", "geofence-triggers"), KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
+    }
     String sinkUrl = options.get("sink-url", fences.jdbcUrl());
     JobSettings settings = JobSettings.builder()
         .geometryFormat(options.getEnum("geometry-format", GeometryFormat.class, GeometryFormat.WKB))
@@ -212,14 +226,17 @@ public final class GeofenceCommand {
 
     JdbcConnectionOptions sink = jdbc(sinkUrl, fences);
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(500).withBatchIntervalMs(200).build();
-    GeofenceJob.build(env,
+    GeofenceJob.Endpoints endpoints =
         new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build(),
                 options.getDuration("hydration-retention", JdbcOutputs.DEFAULT_HYDRATION_RETENTION)),
             JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval(),
-            fences),
-        settings);
+            fences);
+    if (triggersTopic != null) {
+      endpoints = endpoints.withTriggersTopic(triggersTopic);
+    }
+    GeofenceJob.build(env, endpoints, settings);
     return env;
   }
 
@@ -234,12 +251,8 @@ public final class GeofenceCommand {
       return LocationSources.files(spec.substring(5), Duration.ofSeconds(1));
     }
     if (spec.startsWith("kafka:")) {
-      String rest = spec.substring(6);
-      int slash = rest.indexOf('/');
-      if (slash <= 0 || slash == rest.length() - 1) {
-        throw new IllegalArgumentException("--locations kafka: must be kafka:BOOTSTRAP/TOPIC, got '" + spec + "'");
-      }
-      return LocationSources.kafka(rest.substring(0, slash), rest.substring(slash + 1), "geofence");
+      String[] topic = kafkaTopic("--locations kafka:", spec.substring(6));
+      return LocationSources.kafka(topic[0], topic[1], "geofence");
     }
     if (spec.startsWith("generator:")) {
       int objects;
@@ -253,6 +266,15 @@ public final class GeofenceCommand {
       return LocationSources.generator(moving, objects);
     }
     throw new IllegalArgumentException("--locations must start with kafka:, file: or generator:, got '" + spec + "'");
+  }
+
+  /** BOOTSTRAP/TOPIC as {bootstrap servers, topic}. */
+  private static String[] kafkaTopic(String option, String spec) {
+    int slash = spec.lastIndexOf('/');
+    if (slash <= 0 || slash == spec.length() - 1) {
+      throw new IllegalArgumentException(option + " must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got '" + spec + "'");
+    }
+    return new String[] {spec.substring(0, slash), spec.substring(slash + 1)};
   }
 
   private static String stateBackend(String name) {

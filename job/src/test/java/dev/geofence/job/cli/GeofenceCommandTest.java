@@ -16,7 +16,7 @@ class GeofenceCommandTest {
     Result r = run("--help");
     assertThat(r.status).isZero();
     for (String option : new String[] {"--source-url", "--source-user", "--fences-table", "--slot", "--locations",
-        "--sink-url", "--parallelism", "--checkpoint-dir", "--checkpoint-interval", "--state-backend",
+        "--sink-url", "--triggers-topic", "--triggers-transactional-id", "--parallelism", "--checkpoint-dir", "--checkpoint-interval", "--state-backend",
         GeofenceCommand.PASSWORD_ENV}) {
       assertThat(r.out).contains(option);
     }
@@ -34,7 +34,9 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --bogus 1 | unknown option --bogus (see --help)",
       "run --source-user u --locations file:/tmp/x | option --source-url is required (see --help)",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations ftp:x | --locations must start with kafka:, file: or generator:, got 'ftp:x'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be kafka:BOOTSTRAP/TOPIC, got 'kafka:onlyhost'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'onlyhost'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --triggers-topic kafka:9092 | --triggers-topic must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'kafka:9092'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --triggers-topic k:9092/t --triggers-transactional-id  | option --triggers-transactional-id needs a value",
       "run --source-url mysql://h/db --source-user u --locations file:/x | the fence database URL must look like jdbc:postgresql://host:port/database, got mysql://h/db",
       "run --slot | option --slot needs a value",
       "launch | unknown command 'launch'; the commands are run, demo and ready (see --help)",
