@@ -15,6 +15,11 @@ CREATE TABLE IF NOT EXISTS geofence_triggers (
 );
 CREATE INDEX IF NOT EXISTS geofence_triggers_object_time ON geofence_triggers (object_id, event_time);
 CREATE INDEX IF NOT EXISTS geofence_triggers_fence_time ON geofence_triggers (fence_id, event_time);
+-- The triggers with their id as text: Flink's JDBC connector reads no uuid column, so the Flink SQL
+-- table geofence_triggers (docker/sql/flink) reads this view.
+CREATE OR REPLACE VIEW geofence_triggers_text AS
+    SELECT trigger_id::text AS trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at
+    FROM geofence_triggers;
 
 -- Who is inside which fence now: a row appears on ENTER and goes on EXIT.
 CREATE TABLE IF NOT EXISTS geofence_presence (

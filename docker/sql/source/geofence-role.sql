@@ -21,3 +21,17 @@ GRANT SELECT ON fences, fence_tombstones, fence_stats, fence_bucket_stats, fence
 GRANT INSERT, UPDATE ON fence_heartbeat TO geofence_job;
 GRANT SELECT, INSERT, UPDATE, DELETE ON geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history
     TO geofence_job;
+
+-- The readers of the outputs (the Flink SQL tables of docker/sql/flink): SELECT on them, nothing
+-- else. Give it a password of your own: ALTER ROLE geofence_reader PASSWORD '...';
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'geofence_reader') THEN
+        CREATE ROLE geofence_reader LOGIN;
+    END IF;
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO geofence_reader', current_database());
+END $$;
+
+GRANT USAGE ON SCHEMA public TO geofence_reader;
+GRANT SELECT ON geofence_triggers, geofence_triggers_text, geofence_presence, geofence_dead_letters, hydration_history
+    TO geofence_reader;

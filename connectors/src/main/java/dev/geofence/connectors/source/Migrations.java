@@ -32,7 +32,8 @@ public final class Migrations {
   private static final String VERSIONING = "sql/source/fence-versioning.sql";
   private static final String OUTPUTS = "sql/sink/geofence-outputs.sql";
   private static final String JOB_ROLE = "sql/source/geofence-role.sql";
-  private static final String[] OUTPUT_TABLES = {"geofence_triggers", "geofence_presence", "geofence_dead_letters", "hydration_history"};
+  private static final String[] OUTPUT_TABLES =
+      {"geofence_triggers", "geofence_triggers_text", "geofence_presence", "geofence_dead_letters", "hydration_history"};
 
   private Migrations() {}
 

@@ -1,0 +1,158 @@
+package dev.geofence.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.kafka.KafkaBroker;
+import dev.geofence.connectors.sink.KafkaOutputs;
+import dev.geofence.connectors.source.Migrations;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.TreeSet;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.table.api.EnvironmentSettings;
+import org.apache.flink.table.api.TableEnvironment;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.CloseableIterator;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The Flink SQL DDL users load into their SQL client, {@code docker/sql/flink/geofence-tables.sql},
+ * executed as it is in a TableEnvironment, reads back what the job wrote: the triggers, presence
+ * and hydration history tables through the JDBC connector as the read-only role, and the triggers
+ * topic through the Kafka connector, each compared with the rows PostgreSQL and Kafka hold.
+ */
+class FlinkSqlITCase extends EndToEndFixture {
+
+  static final Path DDL = Path.of("sql/flink/geofence-tables.sql");
+  private static final String READER_PASSWORD = "reader-secret-for-the-test";
+
+  @Test
+  void theDdlFilesReadWhatTheJobWrote() throws Exception {
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      kafka.createTopic("geofence-triggers", 2);
+      String url = createDatabase(embeddedServerUrl(), "", "flink_sql", false);
+      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "geofence-triggers", "geofence-sql-it", Duration.ofMinutes(5));
+      try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
+        Migrations.applyJobRole(db);
+        try (Statement s = db.createStatement()) {
+          s.execute("ALTER ROLE geofence_reader PASSWORD '" + READER_PASSWORD + "'");
+        }
+        SplittableRandom random = new SplittableRandom(23);
+        placeFences(db, random, 0, 30);
+        Path inbox = Files.createDirectories(temp.resolve("inbox"));
+        Map<String, Set<String>> inside = new HashMap<>();
+        JobClient job = start(url, "slot_sql", inbox, 2, "hashmap");
+        try {
+          awaitStreaming(db, "slot_sql", inbox);
+          awaitClockPast(db, moveObjects(db, inbox, random, 1, inside));
+          deleteFences(db, 0, 3, inside);
+          assertThat(awaitTriggers(db, expected.size())).containsExactlyInAnyOrderElementsOf(expected);
+          Set<String> triggers = rows(db, "SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time")
+              + ", lon, fence_seq FROM geofence_triggers");
+          // The topic has them once the checkpoint after the last one has committed.
+          long deadline = System.currentTimeMillis() + 60_000;
+          while (kafka.values("geofence-triggers", true).size() < triggers.size() && System.currentTimeMillis() < deadline) {
+            Thread.sleep(300);
+          }
+
+          TableEnvironment sql = TableEnvironment.create(EnvironmentSettings.inStreamingMode());
+          // The job holds two of the cluster's four slots.
+          sql.getConfig().set("parallelism.default", "1");
+          for (String statement : statements(Files.readString(DDL))) {
+            sql.executeSql(statement);
+          }
+          // Only the endpoints and the password differ from the compose setup's.
+          for (String table : List.of("geofence_triggers", "geofence_presence", "hydration_history")) {
+            sql.executeSql("ALTER TABLE " + table + " SET ('url' = '" + url + "', 'password' = '" + READER_PASSWORD + "')");
+          }
+          sql.executeSql("ALTER TABLE geofence_triggers_topic SET ('properties.bootstrap.servers' = '" + kafka.bootstrapServers()
+              + "', 'scan.bounded.mode' = 'latest-offset')");
+
+          assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+              + " FROM geofence_triggers")).as("geofence_triggers through Flink SQL").isEqualTo(triggers).isNotEmpty();
+          assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+              + " FROM geofence_triggers_topic")).as("the triggers topic through Flink SQL").isEqualTo(triggers);
+          assertThat(collect(sql, "SELECT object_id, fence_id, entered_at, fence_seq FROM geofence_presence"))
+              .as("geofence_presence through Flink SQL")
+              .isEqualTo(rows(db, "SELECT object_id, fence_id, " + millis("entered_at") + ", fence_seq FROM geofence_presence"))
+              .isNotEmpty();
+          assertThat(collect(sql, "SELECT job_id, subtask, start_mode, gap_check, hydrated_at, fences_loaded,"
+              + " checksum_match FROM hydration_history"))
+              .as("hydration_history through Flink SQL")
+              .isEqualTo(rows(db, "SELECT job_id, subtask, start_mode, gap_check, " + millis("hydrated_at")
+                  + ", fences_loaded, checksum_match FROM hydration_history"))
+              .hasSize(2);
+        } finally {
+          job.cancel().get();
+        }
+      }
+    }
+  }
+
+  /** The file's statements: split at semicolons that end a line, comments left to Flink's parser. */
+  static List<String> statements(String file) {
+    List<String> statements = new ArrayList<>();
+    for (String part : file.split(";\\s*\\n")) {
+      if (!part.lines().allMatch(line -> line.isBlank() || line.strip().startsWith("--"))) {
+        statements.add(part);
+      }
+    }
+    return statements;
+  }
+
+  private static String millis(String column) {
+    return "(extract(epoch FROM " + column + ") * 1000)::bigint";
+  }
+
+  /** A query's rows as strings (columns joined by spaces), as a set. */
+  private static Set<String> collect(TableEnvironment sql, String query) throws Exception {
+    Set<String> rows = new TreeSet<>();
+    try (CloseableIterator<Row> it = sql.executeSql(query).collect()) {
+      while (it.hasNext()) {
+        Row row = it.next();
+        List<String> fields = new ArrayList<>();
+        for (int i = 0; i < row.getArity(); i++) {
+          Object field = row.getField(i);
+          // Times compared as epoch millis, as PostgreSQL gives them: TIMESTAMP_LTZ arrives as an
+          // Instant, the JDBC tables' TIMESTAMP as the wall-clock time of this JVM's zone.
+          if (field instanceof Instant) {
+            field = ((Instant) field).toEpochMilli();
+          } else if (field instanceof LocalDateTime) {
+            field = Timestamp.valueOf((LocalDateTime) field).getTime();
+          }
+          fields.add(String.valueOf(field));
+        }
+        rows.add(String.join(" ", fields));
+      }
+    }
+    return rows;
+  }
+
+  private static Set<String> rows(Connection db, String query) throws Exception {
+    Set<String> rows = new TreeSet<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(query)) {
+      int columns = r.getMetaData().getColumnCount();
+      while (r.next()) {
+        List<String> fields = new ArrayList<>();
+        for (int i = 1; i <= columns; i++) {
+          fields.add(String.valueOf(r.getObject(i)));
+        }
+        rows.add(String.join(" ", fields));
+      }
+    }
+    return rows;
+  }
+}
