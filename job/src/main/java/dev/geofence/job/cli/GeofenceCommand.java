@@ -44,12 +44,14 @@ public final class GeofenceCommand {
   /** The environment variable the fence database's password is read from (never the command line). */
   public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
 
-  private static final Set<String> RUN_OPTIONS = Set.of(
+  /** The options {@code run} accepts ("debezium." a prefix): checked against docker/compose.yaml. */
+  public static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
       "invalid-polygons", "heartbeat-interval", "triggers-topic", "triggers-transactional-id", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
 
-  static final String HELP = String.join("\n",
+  /** The help text, with each option's default: checked against docker/compose.yaml. */
+  public static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
       "       java -jar geofence-job.jar demo [options]     (everything on this machine; demo --help)",
       "       java -jar geofence-job.jar ready --rest-url URL [--job NAME] (exit 0 when the index is ready; for readiness probes)",
