@@ -1,0 +1,68 @@
+"""Prints bench/job's figures as one Markdown table, each against the goal of issue 7.
+
+Usage: python3 bench/job-table.py RESULTS INDEX_OUTPUT
+RESULTS holds key=value lines written by bench/job (ages: the savepoint ages, comma-separated);
+INDEX_OUTPUT is IndexBenchmark's output for the same number of fences (its Markdown rows: ours,
+then the JTS baseline).
+"""
+import re
+import sys
+
+r = {}
+for line in open(sys.argv[1]):
+    key, _, value = line.strip().partition("=")
+    r[key] = value if key == "ages" else float(value)
+index = [line for line in open(sys.argv[2]) if re.match(r"\| [\d,]+ \|", line)]
+ours, jts = ([c.strip() for c in row.strip().strip("|").split("|")] for row in index)
+ours_checks = float(ours[4].replace(",", ""))
+jts_checks = float(jts[4].replace(",", ""))
+ours_bytes_per_vertex = float(ours[7])
+
+GB = 1024 ** 3
+MB = 1024 ** 2
+vertices = r["vertices"]
+rows = []
+
+
+def row(item, measure, value, goal="", met=None):
+    verdict = "" if met is None else ("met" if met else "missed")
+    rows.append(f"| {item} | {measure} | {value} | {goal} | {verdict} |")
+
+
+speedup = r["cold_s"] / r["restore_s"]
+row(1, "cold start: CDC snapshot -> ready", f"{r['cold_s']:.1f} s, peak heap {r['cold_peak_heap'] / GB:.2f} GB")
+row(2, "restore from a savepoint, no edits -> ready", f"{r['restore_s']:.1f} s, peak heap {r['restore_peak_heap'] / GB:.2f} GB",
+    "<= 3 s", r["restore_s"] <= 3)
+row(2, "restore vs cold start", f"{speedup:.1f}x faster", ">= 30x", speedup >= 30)
+ages = [int(a) for a in r["ages"].split(",")]
+for i, age in enumerate(ages):
+    label = f"{age} s" if age < 3600 else f"{age / 3600:g} h"
+    made = age * 40
+    s = r[f"catchup_{age}_s"]
+    replayed = r[f"catchup_{age}_replayed"]
+    coalesced = r[f"catchup_{age}_coalesced"]
+    share = coalesced / replayed if replayed else 0
+    row(3, f"restore + catch-up of a {label} old savepoint ({made:,} edits, 62 % superseded)",
+        f"{s:.1f} s, {made / s:,.0f} edits/s end to end, {replayed:,.0f} received, {share:.0%} coalesced away",
+        "<= 2 s" if i == 1 else "", s <= 2 if i == 1 else None)
+row(4, "steady locations, whole job, parallelism 1", f"{r['throughput_p1_locations_per_s']:,.0f} /s")
+row(4, "steady locations, whole job, parallelism 2", f"{r['throughput_p2_locations_per_s']:,.0f} /s")
+row(4, "index alone, one core (bench/run index)", f"{ours_checks:,.0f} checks/s = {ours_checks / jts_checks:.1f}x JTS ({jts_checks:,.0f})",
+    ">= 1,000,000 /s per core", ours_checks >= 1_000_000)
+peak_to_steady = r["restore_peak_heap"] / r["restore_steady_heap"]
+row(5, "heap during restore: peak / steady (after a full GC)",
+    f"{r['restore_peak_heap'] / GB:.2f} / {r['restore_steady_heap'] / GB:.2f} GB = {peak_to_steady:.2f}x", "<= 1.2x",
+    peak_to_steady <= 1.2)
+row(5, "heap during cold start: peak / steady", f"{r['cold_peak_heap'] / GB:.2f} / {r['cold_steady_heap'] / GB:.2f} GB = "
+    f"{r['cold_peak_heap'] / r['cold_steady_heap']:.2f}x")
+row(5, "bytes per vertex: the index alone / the whole JVM's steady heap",
+    f"{ours_bytes_per_vertex:.1f} / {r['restore_steady_heap'] / vertices:.1f} B", "<= 20 B", ours_bytes_per_vertex <= 20)
+row(6, "checkpoint, full (RocksDB)", f"{r['checkpoint_full_bytes'] / MB:,.1f} MB; savepoint {r['savepoint_bytes'] / MB:,.1f} MB")
+row(6, f"incremental checkpoints, 40 edits/s for {r['checkpoint_window_s']:.0f} s",
+    f"{r['checkpoint_incremental_bytes'] / MB:.2f} MB in {r['checkpoint_incremental_count']:.0f} checkpoints "
+    f"(largest {r['checkpoint_incremental_max_bytes'] / MB:.2f} MB)", "<= 5 MB", r["checkpoint_incremental_bytes"] <= 5 * MB)
+
+print(f"\n{vertices / 97:,.0f} fences, {vertices:,.0f} vertices; loaded into PostgreSQL in {r['load_s']:.0f} s\n")
+print("| item | measure | measured | goal | |")
+print("|---|---|---|---|---|")
+print("\n".join(rows))
