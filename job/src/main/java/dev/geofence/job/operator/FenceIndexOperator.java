@@ -159,6 +159,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient FenceGeometryReader reader;
   private transient Map<String, Set<String>> fencesByObject;
   private transient PriorityQueue<PendingEdit> pendingEdits;
+  /** How many entries of {@link #pendingEdits} each key has. */
+  private transient Map<String, Integer> pendingEditCounts;
+  /** The location input's own watermark: no location to come (on time) is older. */
+  private transient long locationWatermark;
   private transient PriorityQueue<Held> pendingLocations;
   private transient BucketFingerprints fingerprints;
   private transient BucketVersions versions;
@@ -268,6 +272,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     fences = new FenceSet(new FenceIndex());
     fencesByObject = new HashMap<>();
     pendingEdits = new PriorityQueue<>(Comparator.<PendingEdit>comparingLong(e -> e.time).thenComparingLong(e -> e.arrival));
+    pendingEditCounts = new HashMap<>();
+    locationWatermark = Long.MIN_VALUE;
     pendingLocations = new PriorityQueue<>(
         Comparator.<Held>comparingLong(p -> p.location.timestamp).thenComparingLong(p -> p.arrival));
     clock = Long.MIN_VALUE;
@@ -631,7 +637,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ListStateDescriptor<>("pending-edits", TypeInformation.of(FenceChange.class)),
         (FenceKey key, ListState<FenceChange> state) -> {
           for (FenceChange change : state.get()) {
-            pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key.id));
+            queue(new PendingEdit(change.commitTime, arrivals++, key.id));
             if (change.kind == FenceChange.Kind.BUCKET_STATS) {
               versions.known(change.bucket, change.seq);
             }
@@ -714,7 +720,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
       editsReceived++;
     }
-    if (change.snapshot || change.commitTime <= clock) {
+    // Queued under the record's key: a fence's id, or a bucket fingerprint's.
+    String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
+    // Due, or older than every location still to be evaluated (held, or to come on time) and behind
+    // no pending edit of its own key: no location can see the fence without it. A catch-up's
+    // backlog takes this way instead of a round trip through keyed state per edit. (A location
+    // later than its own watermark allows may then see an edit committed after it, as one later
+    // than the clock already does.)
+    boolean aheadOfEveryLocation = change.commitTime <= oldestUnevaluatedLocation() && !pendingEditCounts.containsKey(key);
+    if (change.snapshot || change.commitTime <= clock || aheadOfEveryLocation) {
       boolean wasReady = ready();
       apply(List.of(change));
       if (!wasReady && ready()) {
@@ -722,9 +736,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       }
     } else {
       pendingEditsState.add(change);
-      // Queued under the record's key: a fence's id, or a bucket fingerprint's.
-      String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
-      pendingEdits.add(new PendingEdit(change.commitTime, arrivals++, key));
+      queue(new PendingEdit(change.commitTime, arrivals++, key));
     }
   }
 
@@ -912,6 +924,23 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.processWatermark(mark);
   }
 
+  @Override
+  public void processWatermark2(Watermark mark) throws Exception {
+    locationWatermark = Math.max(locationWatermark, mark.getTimestamp());
+    super.processWatermark2(mark);
+  }
+
+  /** The time of the oldest location not yet evaluated: held, or yet to come within its watermark. */
+  private long oldestUnevaluatedLocation() {
+    Held held = pendingLocations.peek();
+    return held == null ? locationWatermark : Math.min(locationWatermark, held.location.timestamp);
+  }
+
+  private void queue(PendingEdit edit) {
+    pendingEdits.add(edit);
+    pendingEditCounts.merge(edit.fenceId, 1, Integer::sum);
+  }
+
   private void drainUpTo(long time) throws Exception {
     while (true) {
       PendingEdit edit = pendingEdits.peek();
@@ -921,6 +950,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       boolean locationDue = location != null && location.location.timestamp <= time && ready();
       if (editDue && (!locationDue || edit.time <= location.location.timestamp)) {
         pendingEdits.poll();
+        pendingEditCounts.computeIfPresent(edit.fenceId, (k, n) -> n == 1 ? null : n - 1);
         // Every edit of this fence up to the next location can be coalesced: no location sees
         // the versions in between.
         applyPending(edit.fenceId, !locationDue ? time : Math.min(time, location.location.timestamp));

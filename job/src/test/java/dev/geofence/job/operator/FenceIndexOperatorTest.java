@@ -65,6 +65,34 @@ class FenceIndexOperatorTest {
   }
 
   @Test
+  void anEditOlderThanEveryLocationToComeIsAppliedAtOnceButNeverAheadOfAHeldLocation() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.sendAllBuckets();
+      // The locations have got to 1000, the fence stream's clock not at all: a catch-up's backlog.
+      harness.processWatermark2(new Watermark(1000));
+      source.send(upsert("a", 2, FAR_SQUARE, false, 500));
+      assertThat(operator.fences().seqOf("a")).as("applied at once: no location to come is older").isEqualTo(2);
+      // A held location at 1100: the edit of 1200 must wait until it is evaluated.
+      harness.processElement2(location("o1", 1100, 25, 25), 1100);
+      harness.processWatermark2(new Watermark(2000));
+      source.send(upsert("a", 3, SQUARE, false, 1200));
+      assertThat(operator.fences().seqOf("a")).as("queued behind the held location").isEqualTo(2);
+      watermark(harness, 1150);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@2 t=1100");
+      // Nothing held now, but an edit of a fence with one queued waits behind it.
+      source.send(upsert("a", 4, FAR_SQUARE, false, 1250));
+      assertThat(operator.fences().seqOf("a")).isEqualTo(2);
+      watermark(harness, 3000);
+      assertThat(operator.fences().seqOf("a")).isEqualTo(4);
+      assertThat(operator.fences().staleCount()).as("both applied in order, none stale").isZero();
+    }
+  }
+
+  @Test
   void noLocationIsEvaluatedBeforeTheIndexMatchesTheSourcesFingerprints() throws Exception {
     try (var harness = harness(1, 0)) {
       harness.open();
