@@ -29,11 +29,12 @@ def row(item, measure, value, goal="", met=None):
     rows.append(f"| {item} | {measure} | {value} | {goal} | {verdict} |")
 
 
-speedup = r["cold_s"] / r["restore_s"]
 row(1, "cold start: CDC snapshot -> ready", f"{r['cold_s']:.1f} s, peak heap {r['cold_peak_heap'] / GB:.2f} GB")
-row(2, "restore from a savepoint, no edits -> ready", f"{r['restore_s']:.1f} s, peak heap {r['restore_peak_heap'] / GB:.2f} GB",
-    "<= 3 s", r["restore_s"] <= 3)
-row(2, "restore vs cold start", f"{speedup:.1f}x faster", ">= 30x", speedup >= 30)
+for kind, key in (("canonical", "restore"), ("native", "restore_native")):
+    speedup = r["cold_s"] / r[f"{key}_s"]
+    row(2, f"restore from a {kind} savepoint, no edits -> ready",
+        f"{r[f'{key}_s']:.1f} s = {speedup:.1f}x faster than cold, peak heap {r[f'{key}_peak_heap'] / GB:.2f} GB",
+        "<= 3 s, >= 30x", r[f"{key}_s"] <= 3 and speedup >= 30)
 ages = [int(a) for a in r["ages"].split(",")]
 for i, age in enumerate(ages):
     label = f"{age} s" if age < 3600 else f"{age / 3600:g} h"
@@ -57,7 +58,8 @@ row(5, "heap during cold start: peak / steady", f"{r['cold_peak_heap'] / GB:.2f}
     f"{r['cold_peak_heap'] / r['cold_steady_heap']:.2f}x")
 row(5, "bytes per vertex: the index alone / the whole JVM's steady heap",
     f"{ours_bytes_per_vertex:.1f} / {r['restore_steady_heap'] / vertices:.1f} B", "<= 20 B", ours_bytes_per_vertex <= 20)
-row(6, "checkpoint, full (RocksDB)", f"{r['checkpoint_full_bytes'] / MB:,.1f} MB; savepoint {r['savepoint_bytes'] / MB:,.1f} MB")
+row(6, "checkpoint, full (RocksDB)", f"{r['checkpoint_full_bytes'] / MB:,.1f} MB; savepoint {r['savepoint_bytes'] / MB:,.1f} MB "
+    f"canonical, {r['native_savepoint_bytes'] / MB:,.1f} MB native")
 row(6, f"incremental checkpoints, 40 edits/s for {r['checkpoint_window_s']:.0f} s",
     f"{r['checkpoint_incremental_bytes'] / MB:.2f} MB in {r['checkpoint_incremental_count']:.0f} checkpoints "
     f"(largest {r['checkpoint_incremental_max_bytes'] / MB:.2f} MB)", "<= 5 MB", r["checkpoint_incremental_bytes"] <= 5 * MB)
