@@ -5,6 +5,7 @@ import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.location.MovingObjects;
+import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
@@ -19,7 +20,6 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Set;
-import dev.geofence.connectors.model.GeofenceTrigger;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -167,9 +167,10 @@ public final class GeofenceCommand {
     options.withPrefix("debezium.").forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
     Source<String, ?, ?> locations = locations(options.required("locations"));
+    String triggersTopicSpec = options.get("triggers-topic", null);
     Sink<GeofenceTrigger> triggersTopic = null;
-    if (options.get("triggers-topic", null) != null) {
-      String[] topic = kafkaTopic("--triggers-topic", options.get("triggers-topic", null));
+    if (triggersTopicSpec != null) {
+      String[] topic = kafkaTopic("--triggers-topic", triggersTopicSpec);
       triggersTopic = KafkaOutputs.triggers(topic[0], topic[1],
           options.get("triggers-transactional-id", "geofence-triggers"), KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
     }
