@@ -72,10 +72,13 @@ public final class SavepointCommand {
 
   /** Under {@code java -jar}: Flink comes from the {@code lib/} directory next to the jar. */
   public static final class Jar {
+    /** The tools print their own results and progress; Flink's logging stays out of them. */
+    static final String LOG_CONFIG = "geofence-savepoints-log4j2.properties";
+
     private Jar() {}
 
     public static void main(String[] args) throws Exception {
-      Launcher.launch(SavepointCommand.class.getName(), args);
+      Launcher.launch(SavepointCommand.class.getName(), LOG_CONFIG, args);
     }
   }
 

@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.jar.Attributes;
 import java.util.jar.JarFile;
 
@@ -20,23 +21,30 @@ import java.util.jar.JarFile;
  */
 public final class Launcher {
 
-  /** Logging of {@code java -jar} runs, unless the JVM is given its own. */
+  /** Logging of the job's {@code java -jar} runs, unless the JVM is given its own. */
   static final String LOG_CONFIG = "geofence-log4j2.properties";
+
+  /** How long a stopped command may take to end before it is killed. */
+  private static final long CHILD_STOP_TIMEOUT_SECONDS = 90;
 
   private static final String FLINK_PROBE = "org.apache.flink.streaming.api.environment.StreamExecutionEnvironment";
 
   private Launcher() {}
 
   public static void main(String[] args) throws Exception {
-    launch(GeofenceCommand.class.getName(), args);
+    if (args.length > 0 && args[0].equals("ready")) {
+      // A readiness probe runs every few seconds and needs no Flink: no second JVM for it.
+      System.exit(ReadinessProbe.command(args, System.out, System.err));
+    }
+    launch(GeofenceCommand.class.getName(), LOG_CONFIG, args);
   }
 
   /**
    * Runs {@code mainClass}'s {@code main} with Flink on the class path: here if it is, else in a JVM
    * started with the jar and the {@code lib/} directory next to it (the savepoint tools' jar uses
-   * this too).
+   * this too), logging with {@code logConfig} from the class path unless the JVM names its own.
    */
-  public static void launch(String mainClass, String[] args) throws Exception {
+  public static void launch(String mainClass, String logConfig, String[] args) throws Exception {
     if (isPresent(FLINK_PROBE)) {
       Class.forName(mainClass).getMethod("main", String[].class).invoke(null, (Object) args);
       return;
@@ -54,7 +62,7 @@ public final class Launcher {
     command.addAll(jvmOptions);
     if (jvmOptions.stream().noneMatch(o -> o.startsWith("-Dlog4j.configurationFile="))) {
       // The phases, gap checks and rebuilds on stderr; a cluster logs with its own configuration.
-      command.add("-Dlog4j.configurationFile=classpath:" + LOG_CONFIG);
+      command.add("-Dlog4j.configurationFile=classpath:" + logConfig);
     }
     try (JarFile file = new JarFile(jar.toFile())) {
       Attributes manifest = file.getManifest().getMainAttributes();
@@ -70,7 +78,18 @@ public final class Launcher {
     command.add(mainClass);
     command.addAll(List.of(args));
     Process child = new ProcessBuilder(command).inheritIO().start();
-    Runtime.getRuntime().addShutdownHook(new Thread(child::destroy));
+    // A SIGTERM or Ctrl-C ends the command too, and this JVM waits for it: the demo stops its job
+    // with a savepoint and then its PostgreSQL, which takes a few seconds.
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      child.destroy();
+      try {
+        if (!child.waitFor(CHILD_STOP_TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+          child.destroyForcibly();
+        }
+      } catch (InterruptedException e) {
+        child.destroyForcibly();
+      }
+    }));
     System.exit(child.waitFor());
   }
 

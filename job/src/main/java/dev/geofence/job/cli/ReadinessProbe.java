@@ -43,6 +43,12 @@ final class ReadinessProbe {
 
   static final Set<String> OPTIONS = Set.of("rest-url", "job", "timeout");
 
+  static final String OPTIONS_HELP = String.join("\n",
+      "Options of ready (one line on stdout: ready: ... with exit 0, or not ready: REASON with exit 1):",
+      "  --rest-url URL              Flink's REST API, e.g. http://localhost:8081 (required)",
+      "  --job NAME_OR_ID            the job to ask about (default: the only running job)",
+      "  --timeout D                 how long all requests together may take (default 5s)");
+
   private static final String VERTEX = "Fence index";
   private static final String[] GAUGES = {
     "index_ready", "index_load_phase", "index_completeness", "fences_loaded", "gap_detected", "buckets_unmatched", "catchup_lag_ms"};
@@ -63,6 +69,24 @@ final class ReadinessProbe {
     this.http = HttpClient.newBuilder().connectTimeout(timeout).build();
   }
 
+  /**
+   * The {@code ready} command, {@code args[0]} being "ready": needs no Flink on the class path, so
+   * that the jar's launcher runs it in its own JVM (a probe runs every few seconds). Exit 2 on a bad
+   * command line.
+   */
+  static int command(String[] args, PrintStream out, PrintStream err) {
+    if (args.length > 1 && args[1].equals("--help")) {
+      out.println("Usage: java -jar geofence-job.jar ready --rest-url URL [--job NAME] [--timeout D]\n\n" + OPTIONS_HELP);
+      return 0;
+    }
+    try {
+      return run(Options.parse(args, 1, OPTIONS), out);
+    } catch (IllegalArgumentException e) {
+      err.println("geofence: " + e.getMessage());
+      return 2;
+    }
+  }
+
   static int run(Options options, PrintStream out) {
     String restUrl = options.required("rest-url").replaceAll("/+$", "");
     if (!isHttpUrl(restUrl)) {
@@ -72,12 +96,20 @@ final class ReadinessProbe {
     if (timeout.isZero() || timeout.isNegative()) {
       throw new IllegalArgumentException("option --timeout must be longer than 0");
     }
+    Answer answer = ask(restUrl, options.get("job", null), timeout);
+    out.println(answer.line());
+    return answer.ready() ? 0 : 1;
+  }
+
+  /** The probe's answer: whether the index is ready, and the one line that says so or why not. */
+  record Answer(boolean ready, String line) {}
+
+  /** Asks once; {@code job} is a name or id, or null for the only running job. */
+  static Answer ask(String restUrl, String job, Duration timeout) {
     try {
-      out.println("ready: " + new ReadinessProbe(restUrl, options.get("job", null), timeout).check());
-      return 0;
+      return new Answer(true, "ready: " + new ReadinessProbe(restUrl, job, timeout).check());
     } catch (NotReady e) {
-      out.println("not ready: " + e.getMessage());
-      return 1;
+      return new Answer(false, "not ready: " + e.getMessage());
     }
   }
 
