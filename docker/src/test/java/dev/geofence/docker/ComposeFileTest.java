@@ -25,6 +25,7 @@ import java.util.regex.Pattern;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.JobManagerOptions;
+import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -267,6 +268,13 @@ class ComposeFileTest {
       assertThat(port).as("metrics.reporter.%s.port of %s is one port (publishable)", reporter, name).matches("\\d+");
       assertThat(containerPorts(name)).as("%s publishes its Prometheus port %s", name, port).contains(Integer.parseInt(port));
     }
+  }
+
+  @Test
+  void theReadyProbeIsAsFreshAsOnTheEmbeddedCluster() {
+    // The REST API serves metrics as they were at its last fetch: ready lags the index by as much.
+    assertThat(flinkConfig("jobmanager").get(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL))
+        .as("metrics.fetcher.update-interval of the jobmanager").isLessThanOrEqualTo(GeofenceCommand.READY_FRESHNESS);
   }
 
   @Test

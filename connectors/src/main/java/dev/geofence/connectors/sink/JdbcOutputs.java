@@ -9,6 +9,7 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
+import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -69,11 +70,18 @@ public final class JdbcOutputs {
   /** Hydration episodes, one row per (job name, subtask, installed at); older rows are pruned. */
   public static Sink<HydrationEpisode> hydrationHistory(
       JdbcConnectionOptions connection, JdbcExecutionOptions execution, Duration retention) {
-    if (retention.isNegative() || retention.isZero()) {
-      throw new IllegalArgumentException("the hydration history retention must be positive, got " + retention);
-    }
-    String interval = retention.toSeconds() + " seconds";
+    String interval = interval(retention);
     return sink(UPSERT_HYDRATION_EPISODE, (s, e) -> bindEpisode(s, e, interval), connection, execution);
+  }
+
+  /** A retention as a PostgreSQL interval, to the millisecond (500 ms stays 500 ms). */
+  static String interval(Duration retention) {
+    if (retention.toMillis() < 1) {
+      throw new IllegalArgumentException("the hydration history retention must be at least 1 ms, got " + retention.toMillis() + " ms");
+    }
+    // Seconds with a fraction: a milliseconds field overflows PostgreSQL's at about 25 days.
+    long millis = retention.toMillis();
+    return String.format(Locale.ROOT, "%d.%03d seconds", millis / 1000, millis % 1000);
   }
 
   public static Sink<GeofenceTrigger> triggers(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {

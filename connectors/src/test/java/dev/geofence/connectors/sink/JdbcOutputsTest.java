@@ -10,6 +10,7 @@ import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.connectors.source.Migrations;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
@@ -95,7 +96,22 @@ class JdbcOutputsTest {
         .as("one row per (job, subtask, installed at); the 40-day-old row pruned")
         .containsExactlyInAnyOrder("geofence 0 1000 true true", "geofence 1 0 null false");
     assertThatThrownBy(() -> JdbcOutputs.hydrationHistory(connection, BATCHES, Duration.ZERO))
-        .hasMessageContaining("retention must be positive");
+        .hasMessage("the hydration history retention must be at least 1 ms, got 0 ms");
+  }
+
+  @Test
+  void theRetentionReachesPostgreSqlToTheMillisecond() throws Exception {
+    for (Duration retention : List.of(Duration.ofMillis(1), Duration.ofMillis(500), Duration.ofMillis(1500),
+        Duration.ofSeconds(59).plusMillis(999), Duration.ofDays(30))) {
+      try (Connection c = postgres.getPostgresDatabase().getConnection();
+          PreparedStatement s = c.prepareStatement("SELECT extract(epoch FROM ?::interval) * 1000")) {
+        s.setString(1, JdbcOutputs.interval(retention));
+        try (ResultSet r = s.executeQuery()) {
+          r.next();
+          assertThat(r.getBigDecimal(1).longValueExact()).as("%s", retention).isEqualTo(retention.toMillis());
+        }
+      }
+    }
   }
 
   private static final long INSTALLED_AT = System.currentTimeMillis() / 1000 * 1000;

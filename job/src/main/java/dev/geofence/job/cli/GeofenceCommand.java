@@ -24,9 +24,13 @@ import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.JobManagerOptions;
+import org.apache.flink.configuration.MetricOptions;
+import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -41,6 +45,12 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  */
 public final class GeofenceCommand {
 
+  /** The job's name unless {@code --job-name} says otherwise; other defaults derive from it. */
+  public static final String DEFAULT_JOB_NAME = "geofence";
+
+  /** How often an embedded cluster's REST API fetches metrics: how stale {@code ready} may be. */
+  public static final Duration READY_FRESHNESS = Duration.ofSeconds(1);
+
   /** The environment variable the fence database's password is read from (never the command line). */
   public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
 
@@ -48,7 +58,8 @@ public final class GeofenceCommand {
   public static final Set<String> RUN_OPTIONS = Set.of(
       "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
       "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "triggers-topic", "triggers-transactional-id", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "debezium.");
+      "invalid-polygons", "heartbeat-interval", "triggers-topic", "triggers-transactional-id", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "bind-address", "job-name", "locations-group",
+      "debezium.");
 
   /** The help text, with each option's default: checked against docker/compose.yaml. */
   public static final String HELP = String.join("\n",
@@ -68,12 +79,15 @@ public final class GeofenceCommand {
       "  --publication NAME          publication the migration created (default geofence_publication)",
       "  --locations SPEC            kafka:BOOTSTRAP/TOPIC, file:PATH (a file or a watched directory)",
       "                              or generator:OBJECTS (required)",
+      "  --locations-group GROUP     Kafka consumer group of kafka: locations (default: the job name)",
+      "  --job-name NAME             the job's name in Flink and in hydration_history (default geofence)",
       "  --sink-url URL              JDBC URL for the output tables (default: the fence database)",
       "  --triggers-topic BOOTSTRAP/TOPIC",
       "                              also write the triggers to this Kafka topic, exactly once (transactions",
       "                              commit with each checkpoint; read it with isolation.level=read_committed)",
       "  --triggers-transactional-id PREFIX",
-      "                              Kafka transactional id prefix, unique per job (default geofence-triggers)",
+      "                              Kafka transactional id prefix, unique per job (default: the job name",
+      "                              and -triggers)",
       "  --parallelism N             parallelism of the job (default: the cluster's)",
       "  --checkpoint-dir URI        durable checkpoint storage, e.g. file:///var/geofence/checkpoints",
       "  --checkpoint-interval D     checkpoint interval, e.g. 10s (default 10s)",
@@ -88,12 +102,11 @@ public final class GeofenceCommand {
       "  --savepoint-dir URI         default target of savepoints, e.g. file:///var/geofence/savepoints",
       "  --rest-port P               REST port of the embedded cluster under java -jar (default 8081), so",
       "                              it can be stopped with a savepoint through Flink's REST API",
+      "  --bind-address ADDR         interface the embedded cluster's REST API and other ports listen on",
+      "                              under java -jar (default 127.0.0.1; 0.0.0.0 for every interface)",
       "  --debezium.KEY VALUE        passed to Debezium as KEY",
       "",
-      "Options of ready (one line on stdout: ready: ... with exit 0, or not ready: REASON with exit 1):",
-      "  --rest-url URL              Flink's REST API, e.g. http://localhost:8081 (required)",
-      "  --job NAME_OR_ID            the job to ask about (default: the only running job)",
-      "  --timeout D                 how long all requests together may take (default 5s)",
+      ReadinessProbe.OPTIONS_HELP,
       "",
       "Durations: 500ms, 10s, 5m, 1h, 30d.");
 
@@ -120,7 +133,7 @@ public final class GeofenceCommand {
             out.println(HELP);
             return 0;
           }
-          prepare(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV), new Configuration()).execute("geofence");
+          prepare(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV), new Configuration()).execute();
           return 0;
         case "demo":
           if (args.length > 1 && args[1].equals("--help")) {
@@ -130,11 +143,7 @@ public final class GeofenceCommand {
           Demo.run(Options.parse(args, 1, Demo.OPTIONS), out);
           return 0;
         case "ready":
-          if (args.length > 1 && args[1].equals("--help")) {
-            out.println(HELP);
-            return 0;
-          }
-          return ReadinessProbe.run(Options.parse(args, 1, ReadinessProbe.OPTIONS), out);
+          return ReadinessProbe.command(args, out, err);
         default:
           throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run, demo and ready (see --help)");
       }
@@ -166,13 +175,17 @@ public final class GeofenceCommand {
     source.streamFromSlot(startup.equals("slot"));
     options.withPrefix("debezium.").forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
-    Source<String, ?, ?> locations = locations(options.required("locations"));
+    String jobName = options.get("job-name", DEFAULT_JOB_NAME);
+    if (jobName.isBlank()) {
+      throw new IllegalArgumentException("option --job-name must not be blank");
+    }
+    Source<String, ?, ?> locations = locations(options.required("locations"), options.get("locations-group", jobName));
     String triggersTopicSpec = options.get("triggers-topic", null);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
       String[] topic = kafkaTopic("--triggers-topic", triggersTopicSpec);
       triggersTopic = KafkaOutputs.triggers(topic[0], topic[1],
-          options.get("triggers-transactional-id", "geofence-triggers"), KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
+          options.get("triggers-transactional-id", jobName + "-triggers"), KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
     }
     String sinkUrl = options.get("sink-url", fences.jdbcUrl());
     JobSettings settings = JobSettings.builder()
@@ -183,6 +196,7 @@ public final class GeofenceCommand {
         .build();
 
     Configuration config = new Configuration(base);
+    config.set(PipelineOptions.NAME, jobName);
     String backend = stateBackend(options.get("state-backend", "hashmap"));
     config.set(StateBackendOptions.STATE_BACKEND, backend);
     // RocksDB uploads only what changed since the last checkpoint: a few edits, not every fence.
@@ -199,6 +213,7 @@ public final class GeofenceCommand {
     if (restPort > 0) {
       config.set(RestOptions.PORT, restPort);
     }
+    embeddedCluster(config, options.get("bind-address", "127.0.0.1"));
     String checkpointDir = options.get("checkpoint-dir", null);
     if (checkpointDir != null) {
       config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpointDir);
@@ -219,14 +234,6 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException("option --parallelism must be at least 1");
     }
 
-    // The output tables come from the shipped migration, unless they exist (a least-privileged
-    // role may not create them).
-    try (Connection sink = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
-      Migrations.ensureOutputs(sink);
-    } catch (SQLException e) {
-      throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
-    }
-
     JdbcConnectionOptions sink = jdbc(sinkUrl, fences);
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(500).withBatchIntervalMs(200).build();
     GeofenceJob.Endpoints endpoints =
@@ -239,8 +246,31 @@ public final class GeofenceCommand {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
+
+    // The output tables come from the shipped migration, unless they exist (a least-privileged
+    // role may not create them). Last, so that every option is checked before the database is.
+    try (Connection outputs = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
+      Migrations.ensureOutputs(outputs);
+    } catch (SQLException e) {
+      throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
+    }
     GeofenceJob.build(env, endpoints, settings);
     return env;
+  }
+
+  /**
+   * Settings of the embedded cluster that {@code java -jar} runs (a cluster that the job is
+   * submitted to keeps its own): every port it opens listens on {@code bindAddress} only, so that
+   * nobody else on the network can stop the job or have it write a savepoint; and Flink's REST API
+   * fetches metrics every second, so that {@code ready} answers within about a second of the truth.
+   */
+  private static void embeddedCluster(Configuration config, String bindAddress) {
+    config.set(RestOptions.BIND_ADDRESS, bindAddress);
+    config.set(JobManagerOptions.BIND_HOST, bindAddress);
+    config.set(TaskManagerOptions.BIND_HOST, bindAddress);
+    if (!config.contains(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL)) {
+      config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, READY_FRESHNESS);
+    }
   }
 
   private static JdbcConnectionOptions jdbc(String url, FenceSourceOptions credentials) {
@@ -249,13 +279,13 @@ public final class GeofenceCommand {
         .withUsername(credentials.username()).withPassword(credentials.password()).build();
   }
 
-  static Source<String, ?, ?> locations(String spec) {
+  static Source<String, ?, ?> locations(String spec, String kafkaGroup) {
     if (spec.startsWith("file:")) {
       return LocationSources.files(spec.substring(5), Duration.ofSeconds(1));
     }
     if (spec.startsWith("kafka:")) {
       String[] topic = kafkaTopic("--locations kafka:", spec.substring(6));
-      return LocationSources.kafka(topic[0], topic[1], "geofence");
+      return LocationSources.kafka(topic[0], topic[1], kafkaGroup);
     }
     if (spec.startsWith("generator:")) {
       int objects;

@@ -48,6 +48,8 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --startup later | option --startup must be snapshot or slot, got 'later'",
       "run --source-url jdbc:postgresql://h/db --source-user u --slot bad-name! --locations file:/x | the replication slot 'bad-name!' is not a plain SQL identifier (letters, digits and _, at most 63)",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval 1s --heartbeat-interval 5s | option --heartbeat-interval must be shorter than three checkpoint intervals (3000 ms)",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --hydration-retention 0ms | the hydration history retention must be at least 1 ms, got 0 ms",
+      "ready --rest-url http://localhost:8081 --bogus 1 | unknown option --bogus (see --help)",
   })
   void badCommandLinesFailWithOneSentence(String args, String message) throws Exception {
     Result r = run(args.split(" "));
