@@ -1,31 +1,35 @@
 package dev.geofence.job.cli;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.GeneratedFences;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.LocalTime;
 import java.time.ZoneId;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
-import dev.geofence.job.GeneratedFences;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.locationtech.jts.geom.Polygon;
 import org.locationtech.jts.io.WKBWriter;
 
@@ -34,6 +38,11 @@ import org.locationtech.jts.io.WKBWriter;
  * logical replication, applies the migrations, loads generated fences, runs the job on an embedded
  * MiniCluster with generated moving objects, edits fences while it runs, and prints progress and a
  * live tail of triggers. The tables stay queryable while it runs; it says how to connect.
+ *
+ * <p>Its directory is kept: stopping (Ctrl-C, a SIGTERM or the end of {@code --duration}) stops the
+ * job with a savepoint, and the next demo in the same directory reuses the database (fences,
+ * edits, outputs, the replication slot) and restores from that savepoint, so a second run shows a
+ * warm start: gap check, catch-up and a second hydration episode.
  */
 final class Demo {
 
@@ -44,14 +53,17 @@ final class Demo {
       "",
       "Runs the whole thing on this machine: an embedded PostgreSQL (logical replication), generated",
       "fences, the job with moving objects, fence edits while it runs, and a live tail of triggers.",
+      "Stopping it (Ctrl-C) takes a savepoint; the next demo in the same directory restores from it.",
       "",
-      "  --fences N        fences to generate (default 2000)",
+      "  --fences N        fences to generate on the first run (default 2000)",
       "  --objects N       moving objects, one location each per second (default 200)",
-      "  --port P          PostgreSQL port (default 54329)",
-      "  --rest-port P     Flink REST port (default 8081)",
-      "  --dir PATH        where PostgreSQL and the checkpoints live (default ./geofence-demo)",
+      "  --port P          PostgreSQL port on 127.0.0.1 (default 54329)",
+      "  --rest-port P     Flink REST port on 127.0.0.1 (default 8081)",
+      "  --dir PATH        where PostgreSQL, the checkpoints and savepoints live (default ./geofence-demo)",
       "  --parallelism N   job parallelism (default 2)",
       "  --duration D      stop after D, e.g. 2m (default: run until Ctrl-C)");
+
+  private static final String SLOT = "geofence";
 
   private Demo() {}
 
@@ -67,12 +79,16 @@ final class Demo {
       throw new IllegalArgumentException("the demo needs at least one fence and one object");
     }
 
-    out.printf("[demo] starting PostgreSQL (wal_level=logical) on port %d, data in %s%n", port, dir.resolve("postgres"));
+    Path data = dir.resolve("postgres");
+    boolean again = Files.exists(data.resolve("PG_VERSION"));
+    out.printf("[demo] %s PostgreSQL (wal_level=logical) on 127.0.0.1:%d, data in %s%n", again ? "restarting" : "starting", port, data);
     Files.createDirectories(dir);
     EmbeddedPostgres postgres = EmbeddedPostgres.builder()
         .setPort(port)
-        .setDataDirectory(dir.resolve("postgres"))
-        .setCleanDataDirectory(true)
+        .setDataDirectory(data)
+        .setCleanDataDirectory(false)
+        // Stopped by the demo itself, after the job's savepoint: the job still reads from it then.
+        .setRegisterShutdownHook(false)
         .setServerConfig("wal_level", "logical")
         .setServerConfig("max_replication_slots", "10")
         .setServerConfig("max_wal_senders", "10")
@@ -81,61 +97,152 @@ final class Demo {
     Connection db = postgres.getPostgresDatabase().getConnection();
     Files.writeString(dir.resolve("README.txt"), "PostgreSQL of the geofence demo: psql -h localhost -p " + port + " -U postgres\n");
     Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-    SplittableRandom random = new SplittableRandom(42);
-    loadFences(db, fenceCount, random, out);
+    SplittableRandom random = new SplittableRandom(System.nanoTime());
+    long present = queryLong(db, "SELECT count(*) FROM fences");
+    if (present == 0) {
+      loadFences(db, fenceCount, random, out);
+    } else {
+      out.printf("[demo] %d fences from the last run are in PostgreSQL%n", present);
+    }
 
+    Path savepoints = dir.resolve("savepoints");
+    Path savepoint = newestSavepoint(savepoints);
+    if (savepoint == null && dropSlot(db)) {
+      // Without a savepoint the job snapshots the table afresh; the last run's slot would only
+      // replay what that snapshot reads anyway.
+      out.println("[demo] the last run left no savepoint: starting afresh from the table");
+    }
     Configuration config = new Configuration();
     config.set(RestOptions.PORT, restPort);
-    // The progress line reads a metric through the REST API; fetch metrics every second.
-    config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, Duration.ofSeconds(1));
-    String[] runArgs = {
-      "--source-url", url, "--source-user", "postgres", "--locations", "generator:" + objects,
-      "--parallelism", Integer.toString(parallelism), "--checkpoint-interval", "5s",
-      "--checkpoint-dir", dir.resolve("checkpoints").toUri().toString(), "--heartbeat-interval", "500ms"};
+    List<String> runArgs = new ArrayList<>(List.of(
+        "--source-url", url, "--source-user", "postgres", "--job-name", JOB_NAME, "--slot", SLOT, "--locations", "generator:" + objects,
+        "--parallelism", Integer.toString(parallelism), "--checkpoint-interval", "5s",
+        "--checkpoint-dir", dir.resolve("checkpoints").toUri().toString(), "--savepoint-dir", savepoints.toUri().toString(),
+        "--heartbeat-interval", "500ms"));
+    if (savepoint != null) {
+      runArgs.addAll(List.of("--from-savepoint", savepoint.toString()));
+      out.printf("[demo] restoring the job from %s%n", savepoint);
+    }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
-    JobClient job = GeofenceCommand.prepare(runArgs, "", config).executeAsync("geofence-demo");
-    Thread stop = new Thread(() -> stop(job, postgres, out));
+    JobClient job = GeofenceCommand.prepare(runArgs.toArray(String[]::new), "", config).executeAsync();
+    AtomicBoolean stopping = new AtomicBoolean();
+    Thread stop = new Thread(() -> {
+      stopping.set(true);
+      stop(job, savepoints, postgres, out);
+    });
     Runtime.getRuntime().addShutdownHook(stop);
     out.printf("[demo] the tables are queryable while the demo runs:%n"
         + "         psql -h localhost -p %d -U postgres -c 'SELECT kind, count(*) FROM geofence_triggers GROUP BY kind'%n"
-        + "         (tables: fences, fence_stats, geofence_triggers, geofence_presence, geofence_dead_letters)%n", port);
+        + "         (tables: fences, fence_stats, geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history)%n", port);
 
     long start = System.currentTimeMillis();
-    Timestamp seen = new Timestamp(0);
+    Timestamp seen = new Timestamp(start);
     long nextEdit = start + 5000;
-    boolean complete = false;
-    HttpClient http = HttpClient.newHttpClient();
-    while (duration.isZero() || System.currentTimeMillis() - start < duration.toMillis()) {
-      Thread.sleep(1000);
-      if (!complete) {
-        long loaded = fencesLoaded(http, restPort, job.getJobID().toString());
-        long expected = queryLong(db, "SELECT fence_count FROM fence_stats");
-        complete = loaded >= expected;
-        out.printf("[demo] phase: %s, fences loaded %d%% (%d of %d)%n",
-            complete ? "index complete, evaluating locations" : "loading the index", expected == 0 ? 100 : 100 * loaded / expected, loaded, expected);
+    boolean ready = false;
+    String restUrl = "http://localhost:" + restPort;
+    try {
+      while (!stopping.get() && (duration.isZero() || System.currentTimeMillis() - start < duration.toMillis())) {
+        Thread.sleep(1000);
+        if (!ready) {
+          ReadinessProbe.Answer answer = ReadinessProbe.ask(restUrl, job.getJobID().toString(), Duration.ofSeconds(2));
+          ready = answer.ready();
+          out.println("[demo] index " + answer.line() + (ready ? "; evaluating locations" : ""));
+        }
+        seen = tail(db, seen, out);
+        if (System.currentTimeMillis() >= nextEdit) {
+          edit(db, random, out);
+          nextEdit = System.currentTimeMillis() + 5000;
+        }
       }
-      seen = tail(db, seen, out);
-      if (System.currentTimeMillis() >= nextEdit) {
-        edit(db, random, out);
-        nextEdit = System.currentTimeMillis() + 5000;
+    } catch (SQLException e) {
+      if (!stopping.get()) {
+        throw e;
       }
     }
-    Runtime.getRuntime().removeShutdownHook(stop);
-    stop(job, postgres, out);
+    try {
+      Runtime.getRuntime().removeShutdownHook(stop);
+    } catch (IllegalStateException shuttingDown) {
+      return; // Ctrl-C or a SIGTERM: the shutdown hook stops the job and then PostgreSQL
+    }
+    stop(job, savepoints, postgres, out);
   }
 
-  private static void stop(JobClient job, EmbeddedPostgres postgres, PrintStream out) {
-    out.println("[demo] stopping");
+  /** The job's name in Flink and in {@code hydration_history}. */
+  static final String JOB_NAME = "geofence-demo";
+
+  /** Stops the job with a savepoint for the next run (or cancels it), then PostgreSQL. */
+  private static void stop(JobClient job, Path savepoints, EmbeddedPostgres postgres, PrintStream out) {
+    out.println("[demo] stopping the job with a savepoint");
     try {
-      job.cancel().get();
+      String path = job.stopWithSavepoint(false, savepoints.toUri().toString(), SavepointFormatType.CANONICAL)
+          .get(60, TimeUnit.SECONDS);
+      out.printf("[demo] savepoint %s; a demo started in this directory again restores from it%n", path);
+      removeOlderSavepoints(savepoints, Path.of(URI.create(path)));
     } catch (Exception e) {
-      // the job may be gone already
+      out.printf("[demo] no savepoint (%s); the next demo here starts afresh%n", rootCause(e));
+      try {
+        job.cancel().get(30, TimeUnit.SECONDS);
+      } catch (Exception gone) {
+        // the job has ended already
+      }
     }
     try {
       postgres.close();
+      out.println("[demo] PostgreSQL stopped");
     } catch (Exception e) {
-      // nothing more to do on the way out
+      out.printf("[demo] PostgreSQL did not stop cleanly (%s)%n", rootCause(e));
     }
+  }
+
+  /** The newest complete savepoint under {@code savepoints}, or null. */
+  static Path newestSavepoint(Path savepoints) throws IOException {
+    if (!Files.isDirectory(savepoints)) {
+      return null;
+    }
+    try (Stream<Path> all = Files.list(savepoints)) {
+      return all.filter(p -> Files.isRegularFile(p.resolve("_metadata")))
+          .max(Comparator.comparing(Demo::modified))
+          .orElse(null);
+    }
+  }
+
+  private static void removeOlderSavepoints(Path savepoints, Path keep) throws IOException {
+    try (Stream<Path> all = Files.list(savepoints)) {
+      for (Path old : all.filter(p -> !p.equals(keep)).toList()) {
+        try (Stream<Path> files = Files.walk(old)) {
+          for (Path file : files.sorted(Comparator.reverseOrder()).toList()) {
+            Files.delete(file);
+          }
+        }
+      }
+    }
+  }
+
+  private static FileTime modified(Path path) {
+    try {
+      return Files.getLastModifiedTime(path.resolve("_metadata"));
+    } catch (IOException e) {
+      return FileTime.fromMillis(0);
+    }
+  }
+
+  /** Drops the demo's replication slot if a previous run left it; true if it did. */
+  private static boolean dropSlot(Connection db) throws Exception {
+    try (PreparedStatement drop = db.prepareStatement(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ?")) {
+      drop.setString(1, SLOT);
+      try (ResultSet r = drop.executeQuery()) {
+        return r.next();
+      }
+    }
+  }
+
+  private static String rootCause(Throwable e) {
+    Throwable t = e;
+    while (t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t.getMessage() == null ? t.getClass().getSimpleName() : t.getMessage();
   }
 
   private static void loadFences(Connection db, int count, SplittableRandom random, PrintStream out) throws Exception {
@@ -206,35 +313,6 @@ final class Demo {
       out.printf("  ... and %d more triggers%n", more);
     }
     return last;
-  }
-
-  /** Sum over subtasks of the fence index operator's {@code fences_loaded} gauge, from Flink's REST API. */
-  private static long fencesLoaded(HttpClient http, int restPort, String jobId) {
-    try {
-      ObjectMapper json = new ObjectMapper();
-      String base = "http://localhost:" + restPort + "/jobs/" + jobId;
-      JsonNode vertices = json.readTree(get(http, base)).get("vertices");
-      for (JsonNode vertex : vertices) {
-        if (!vertex.get("name").asText().contains("Fence index")) {
-          continue;
-        }
-        String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
-        for (JsonNode metric : json.readTree(get(http, metrics))) {
-          String id = metric.get("id").asText();
-          if (id.endsWith(".fences_loaded")) {
-            JsonNode values = json.readTree(get(http, metrics + "?get=" + id + "&agg=sum"));
-            return values.size() == 0 ? 0 : values.get(0).get("sum").asLong();
-          }
-        }
-      }
-    } catch (Exception e) {
-      // the job is still starting; report nothing loaded yet
-    }
-    return 0;
-  }
-
-  private static String get(HttpClient http, String url) throws Exception {
-    return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
   }
 
   private static long queryLong(Connection db, String sql) throws Exception {

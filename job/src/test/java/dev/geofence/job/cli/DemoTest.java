@@ -9,7 +9,10 @@ import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** README's first command, run as a newcomer would (briefly, on ports of its own). */
+/**
+ * The demo's own run, ended by {@code --duration} rather than a signal (FirstContactITCase runs
+ * README's command as a user does, from the jar, and stops it with signals).
+ */
 class DemoTest {
 
   @TempDir Path dir;
@@ -26,9 +29,11 @@ class DemoTest {
     assertThat(output)
         .contains("loading fences into PostgreSQL: 100%")
         .contains("psql -h localhost -p 54391 -U postgres")
-        .contains("index complete, evaluating locations, fences loaded 100% (300 of 300)")
+        .contains("[demo] index ready: 2 of 2 subtasks, 300 fences; evaluating locations")
         .contains("[demo] edit: ")
+        .contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern("\\n  ENTER object-\\d+ +fence-\\d+ +at ")
         .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ");
+    assertThat(Demo.newestSavepoint(dir.resolve("savepoints"))).as("the savepoint a next demo restores from").isNotNull();
   }
 }
