@@ -25,6 +25,7 @@ import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestOptions;
@@ -93,6 +94,15 @@ final class Demo {
         .setServerConfig("max_replication_slots", "10")
         .setServerConfig("max_wal_senders", "10")
         .start();
+    // From here on, a Ctrl-C or SIGTERM stops the job (once it runs) and then PostgreSQL.
+    Path savepoints = dir.resolve("savepoints");
+    AtomicReference<JobClient> job = new AtomicReference<>();
+    AtomicBoolean stopping = new AtomicBoolean();
+    Thread stop = new Thread(() -> {
+      stopping.set(true);
+      stop(job.get(), savepoints, postgres, out);
+    });
+    Runtime.getRuntime().addShutdownHook(stop);
     String url = "jdbc:postgresql://localhost:" + port + "/postgres";
     Connection db = postgres.getPostgresDatabase().getConnection();
     Files.writeString(dir.resolve("README.txt"), "PostgreSQL of the geofence demo: psql -h localhost -p " + port + " -U postgres\n");
@@ -105,7 +115,6 @@ final class Demo {
       out.printf("[demo] %d fences from the last run are in PostgreSQL%n", present);
     }
 
-    Path savepoints = dir.resolve("savepoints");
     Path savepoint = newestSavepoint(savepoints);
     if (savepoint == null && dropSlot(db)) {
       // Without a savepoint the job snapshots the table afresh; the last run's slot would only
@@ -124,13 +133,7 @@ final class Demo {
       out.printf("[demo] restoring the job from %s%n", savepoint);
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
-    JobClient job = GeofenceCommand.prepare(runArgs.toArray(String[]::new), "", config).executeAsync();
-    AtomicBoolean stopping = new AtomicBoolean();
-    Thread stop = new Thread(() -> {
-      stopping.set(true);
-      stop(job, savepoints, postgres, out);
-    });
-    Runtime.getRuntime().addShutdownHook(stop);
+    job.set(GeofenceCommand.prepare(runArgs.toArray(String[]::new), "", config).executeAsync());
     out.printf("[demo] the tables are queryable while the demo runs:%n"
         + "         psql -h localhost -p %d -U postgres -c 'SELECT kind, count(*) FROM geofence_triggers GROUP BY kind'%n"
         + "         (tables: fences, fence_stats, geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history)%n", port);
@@ -144,7 +147,7 @@ final class Demo {
       while (!stopping.get() && (duration.isZero() || System.currentTimeMillis() - start < duration.toMillis())) {
         Thread.sleep(1000);
         if (!ready) {
-          ReadinessProbe.Answer answer = ReadinessProbe.ask(restUrl, job.getJobID().toString(), Duration.ofSeconds(2));
+          ReadinessProbe.Answer answer = ReadinessProbe.ask(restUrl, job.get().getJobID().toString(), Duration.ofSeconds(2));
           ready = answer.ready();
           out.println("[demo] index " + answer.line() + (ready ? "; evaluating locations" : ""));
         }
@@ -164,14 +167,26 @@ final class Demo {
     } catch (IllegalStateException shuttingDown) {
       return; // Ctrl-C or a SIGTERM: the shutdown hook stops the job and then PostgreSQL
     }
-    stop(job, savepoints, postgres, out);
+    stop(job.get(), savepoints, postgres, out);
   }
 
   /** The job's name in Flink and in {@code hydration_history}. */
   static final String JOB_NAME = "geofence-demo";
 
-  /** Stops the job with a savepoint for the next run (or cancels it), then PostgreSQL. */
+  /** Stops the job, if it was started, with a savepoint for the next run (or cancels it), then PostgreSQL. */
   private static void stop(JobClient job, Path savepoints, EmbeddedPostgres postgres, PrintStream out) {
+    if (job != null) {
+      stopJob(job, savepoints, out);
+    }
+    try {
+      postgres.close();
+      out.println("[demo] PostgreSQL stopped");
+    } catch (Exception e) {
+      out.printf("[demo] PostgreSQL did not stop cleanly (%s)%n", rootCause(e));
+    }
+  }
+
+  private static void stopJob(JobClient job, Path savepoints, PrintStream out) {
     out.println("[demo] stopping the job with a savepoint");
     try {
       String path = job.stopWithSavepoint(false, savepoints.toUri().toString(), SavepointFormatType.CANONICAL)
@@ -185,12 +200,6 @@ final class Demo {
       } catch (Exception gone) {
         // the job has ended already
       }
-    }
-    try {
-      postgres.close();
-      out.println("[demo] PostgreSQL stopped");
-    } catch (Exception e) {
-      out.printf("[demo] PostgreSQL did not stop cleanly (%s)%n", rootCause(e));
     }
   }
 
