@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.state.readiness;
 
 /**
  * The phases of a subtask's warm-up (DESIGN section 6), exported as the gauge {@code
