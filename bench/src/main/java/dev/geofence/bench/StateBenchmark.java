@@ -28,6 +28,7 @@ import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -85,6 +86,8 @@ public final class StateBenchmark {
     int restPort = 18600 + (int) (ProcessHandle.current().pid() % 300);
     conf.set(RestOptions.PORT, restPort);
     conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, dir.resolve("checkpoints").toUri().toString());
+    // RocksDB's working directories too, so that the candidate's directory holds all it wrote.
+    conf.set(CoreOptions.TMP_DIRS, dir.resolve("tmp").toString());
     if (step.equals("restore")) {
       conf.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
     }
