@@ -13,9 +13,6 @@ import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.EditOutcome;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
-import dev.geofence.state.geom.BadGeometryException;
-import dev.geofence.state.geom.DecodedGeometry;
-import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
@@ -23,6 +20,7 @@ import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -154,7 +152,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ListState<String> untrustedState;
 
   private transient FenceSet fences;
-  private transient FenceGeometryReader reader;
+  private transient FenceDecoder decoder;
   private transient Readiness readiness;
   private transient HydrationRecorder recorder;
   private transient EventClock clock;
@@ -228,7 +226,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
     maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
-    reader = new FenceGeometryReader(geometryOptions);
+    decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
@@ -264,9 +262,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       readiness.distrust(reason);
       LOG.warn("{}; the index is rebuilt from the source", reason);
     }
-    // A fresh start has no position to prove: the CDC snapshot and stream are one consistent read.
-    if (!context.isRestored() || source == null) {
+    // A fresh start reads its buckets from the source itself, the CDC source streaming from the
+    // slot; without a source (tests), the stream alone feeds it and there is nothing to prove.
+    if (source == null) {
       readiness.nothingToProve();
+    } else if (!context.isRestored()) {
+      readiness.loadFromSource();
     }
     HydrationEpisode episode = recorder.episode();
     if (context.isRestored()) {
@@ -370,7 +371,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.open();
     registerMetrics();
     if (source != null) {
-      recovery = new Recovery(source, maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(),
+      recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
+          ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(),
           "fence-recovery-" + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
     }
     maybeRecover();
@@ -424,18 +426,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /**
    * Starts what stands between this subtask and a trusted index, if anything does and nothing is
-   * under way: the gap check of a restore, then a rebuild if the index cannot be trusted.
+   * under way: a fresh start's load, the gap check of a restore, a rebuild if the index cannot be
+   * trusted.
    */
   private void maybeRecover() {
     if (recovery == null || recovery.running() || (readiness.verified() && readiness.distrust() == null)) {
       return;
     }
-    if (readiness.distrust() == null) {
+    if (readiness.distrust() != null || readiness.loading()) {
+      recorder.enter(readiness.phase());
+      startRead();
+    } else {
       recorder.enter(LoadPhase.GAP_CHECK);
       recovery.checkGap(restoredLsn);
-    } else {
-      recorder.enter(LoadPhase.REBUILDING);
-      startRebuild();
     }
     pollRecovery(RECOVERY_POLL_MS);
   }
@@ -454,9 +457,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     boolean wasReady = readiness.ready();
     for (Recovery.Outcome outcome : recovery.poll(ROWS_PER_POLL)) {
       if (outcome instanceof Recovery.Row row) {
-        applyRebuilt(row.change());
+        applyRead(row);
       } else if (outcome instanceof Recovery.Read read) {
-        finishRebuild(read);
+        finishRead(read);
       } else if (outcome instanceof Recovery.Checked checked) {
         gapChecked(checked);
       } else if (outcome instanceof Recovery.Unreachable unreachable) {
@@ -511,18 +514,24 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     maybeRecover();
   }
 
-  private void startRebuild() {
+  /** A read of this subtask's buckets from the source: a fresh start's load, or a rebuild. */
+  private void startRead() {
     for (FenceKey key : unreadable) {
       setCurrentKey(key);
       fenceState.clear();
     }
     rebuildRead = new HashSet<>();
     streamedDuringRebuild = new HashSet<>();
-    recovery.rebuild();
+    if (readiness.loading()) {
+      recovery.initialRead();
+    } else {
+      recovery.rebuild();
+    }
   }
 
-  /** A row of a rebuild's read, merged with whatever the stream delivers by seq like any other edit. */
-  private void applyRebuilt(FenceChange change) throws Exception {
+  /** A row of a read, merged with whatever the stream delivers by seq like any other edit. */
+  private void applyRead(Recovery.Row row) throws Exception {
+    FenceChange change = row.change();
     if (change.kind == FenceChange.Kind.FENCE) {
       rebuildRead.add(change.fenceId);
       setCurrentKey(new FenceKey(change.fenceId));
@@ -530,14 +539,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       setCurrentKey(FenceKey.ofBucket(change.bucket));
       readiness.versions().known(change.bucket, change.seq);
     }
-    apply(List.of(change));
+    apply(List.of(change), Collections.singletonList(row.decoded()));
   }
 
   /**
-   * The rebuild's read is complete: fences held here that the source has no row of at all (and
-   * that the stream did not bring meanwhile) are deleted, and the index is trusted again.
+   * The read is complete: fences held here that the source has no row of at all (and that the
+   * stream did not bring meanwhile) are deleted, and the index is trusted.
    */
-  private void finishRebuild(Recovery.Read read) throws Exception {
+  private void finishRead(Recovery.Read read) throws Exception {
+    boolean loaded = readiness.loading();
     List<String> gone = new ArrayList<>();
     for (String id : fences.liveIds()) {
       if (!rebuildRead.contains(id) && !streamedDuringRebuild.contains(id)) {
@@ -552,8 +562,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     rebuildRead = null;
     streamedDuringRebuild = null;
     readiness.rebuilt(read.result().lsn);
-    LOG.info("Rebuilt the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
-        read.result().millis, read.result().fences, read.result().tombstones, Lsn.format(read.result().lsn), gone.size());
+    LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
+        loaded ? "Loaded" : "Rebuilt", read.result().millis, read.result().fences, read.result().tombstones,
+        Lsn.format(read.result().lsn), gone.size());
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -598,7 +609,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Queued under the record's key: a fence's id, or a bucket fingerprint's.
     String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
     if (change.snapshot || clock.appliesAtOnce(change.commitTime, key)) {
-      apply(List.of(change));
+      apply(List.of(change), null);
     } else {
       pendingEditsState.add(change);
       clock.queueEdit(change.commitTime, key);
@@ -609,10 +620,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * Applies changes of the current key's fence, oldest first: decoded (bad ones to dead letters),
    * coalesced so that only the newest version reaches the index, and split after each delete so
    * that a delete's EXITs are never folded away by a later re-creation.
+   *
+   * @param decoded the changes' geometries decoded already (a read's rows), or null to decode here
    */
-  private void apply(List<FenceChange> changes) throws Exception {
+  private void apply(List<FenceChange> changes, List<FenceDecoder.Decoded> decoded) throws Exception {
     List<FenceEdit> run = new ArrayList<>();
-    for (FenceChange change : changes) {
+    for (int i = 0; i < changes.size(); i++) {
+      FenceChange change = changes.get(i);
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
@@ -620,7 +634,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         }
         continue;
       }
-      FenceEdit edit = decode(change);
+      FenceEdit edit = edit(change, decoded == null ? decoder.decode(change) : decoded.get(i));
       run.add(edit);
       if (edit.kind() == EditKind.DELETE) {
         applyCoalesced(EditCoalescer.coalesce(run).get(0));
@@ -671,30 +685,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return stored == null ? null : stored.tenant;
   }
 
-  private FenceEdit decode(FenceChange change) {
+  /** The edit a change makes, its geometry decoded: a bad one goes to dead letters and refuses the upsert. */
+  private FenceEdit edit(FenceChange change, FenceDecoder.Decoded decoded) {
     EditOrigin origin = change.snapshot ? EditOrigin.SNAPSHOT : EditOrigin.STREAM;
     if (change.delete) {
       return FenceEdit.delete(change.fenceId, change.seq, origin, change.lsn, change.commitTime);
     }
-    try {
-      DecodedGeometry decoded = decodeGeometry(change);
-      decoded.repair().ifPresent(note -> deadLetter(change, "WARNING", "REPAIRED", note));
-      return FenceEdit.upsert(change.fenceId, change.seq, decoded.geometry(), change.tenant, origin, change.lsn, change.commitTime);
-    } catch (BadGeometryException e) {
+    if (decoded.failure() != null) {
       String kept = fences.index().get(change.fenceId) != null ? "; the previous version stays in force" : "; the fence has no usable version";
-      deadLetter(change, "ERROR", e.reason().name(), e.getMessage() + kept);
+      deadLetter(change, "ERROR", decoded.failure().reason().name(), decoded.failure().getMessage() + kept);
       return FenceEdit.refusedUpsert(change.fenceId, change.seq, change.tenant, origin, change.lsn, change.commitTime);
     }
-  }
-
-  private DecodedGeometry decodeGeometry(FenceChange change) throws BadGeometryException {
-    if (change.geometryBytes != null) {
-      return reader.readWkb(change.geometryBytes);
-    }
-    if (change.geometryText == null) {
-      throw new BadGeometryException(BadGeometryException.Reason.EMPTY, "the geometry column is null");
-    }
-    return geometryFormat == GeometryFormat.GEOJSON ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText);
+    decoded.geometry().repair().ifPresent(note -> deadLetter(change, "WARNING", "REPAIRED", note));
+    return FenceEdit.upsert(change.fenceId, change.seq, decoded.geometry().geometry(), change.tenant, origin, change.lsn, change.commitTime);
   }
 
   private void deadLetter(FenceChange change, String severity, String reason, String detail) {
@@ -751,7 +754,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       }
       if (!due.isEmpty()) {
         // Every edit of this fence up to the next location: no location sees the versions between.
-        apply(due);
+        apply(due, null);
         pendingEditsState.update(keep);
         recorder.update();
       }

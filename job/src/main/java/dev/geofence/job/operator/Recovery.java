@@ -22,8 +22,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The source-of-truth work of a subtask's recovery (DESIGN section 6): the gap check on restore and
- * the rebuild of an untrusted index, done on a thread of its own with connect and socket timeouts,
+ * The source-of-truth work of a subtask's warm-up (DESIGN section 6): the gap check on restore, the
+ * rebuild of an untrusted index and a fresh start's load, done on a thread of its own (which also
+ * decodes the geometries it reads) with connect and socket timeouts,
  * so that the task thread goes on taking checkpoints, applying the stream and holding locations
  * while the database answers (or does not). The task thread starts a step and then takes its
  * results with {@link #poll}; a rebuild's rows come through a bounded queue, so a slow task thread
@@ -39,22 +40,26 @@ final class Recovery implements AutoCloseable {
   static final int CONNECT_TIMEOUT_S = 10;
   static final int SOCKET_TIMEOUT_S = 120;
 
+  private static final long SLOT_POLL_MS = 200;
+  private static final long SLOT_WAIT_NOTICE_MS = 30_000;
+
   /** What a step yields, in order: rows of a rebuild, then exactly one of the others. */
   sealed interface Outcome {}
 
   /** The gap check's verdict, with the catch-up target when the stream can cover the restore. */
   record Checked(SlotState slot, GapCheck.Result result, SlotProbe.CatchUpTarget target) implements Outcome {}
 
-  /** A row the rebuild read. */
-  record Row(FenceChange change) implements Outcome {}
+  /** A row the read delivered, its geometry decoded on the recovery's thread. */
+  record Row(FenceChange change, FenceDecoder.Decoded decoded) implements Outcome {}
 
-  /** The rebuild's read is complete. */
+  /** The read is complete. */
   record Read(BucketRead.Result result) implements Outcome {}
 
   /** The database could not be used; the step is to be tried again. */
   record Unreachable(String reason) implements Outcome {}
 
   private final FenceSourceOptions source;
+  private final FenceDecoder decoder;
   private final int maxParallelism;
   private final int keyGroupStart;
   private final int keyGroupEnd;
@@ -63,8 +68,9 @@ final class Recovery implements AutoCloseable {
   /** Steps started whose last outcome the task thread has not taken yet (the task thread's own). */
   private int inFlight;
 
-  Recovery(FenceSourceOptions source, int maxParallelism, int keyGroupStart, int keyGroupEnd, String threadName) {
+  Recovery(FenceSourceOptions source, FenceDecoder decoder, int maxParallelism, int keyGroupStart, int keyGroupEnd, String threadName) {
     this.source = source;
+    this.decoder = decoder;
     this.maxParallelism = maxParallelism;
     this.keyGroupStart = keyGroupStart;
     this.keyGroupEnd = keyGroupEnd;
@@ -99,8 +105,46 @@ final class Recovery implements AutoCloseable {
 
   /** Reads this subtask's buckets of the source in one consistent read, row by row. */
   void rebuild() {
-    start(db -> new Read(BucketRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd,
-        change -> put(new Row(change)))));
+    start(this::read);
+  }
+
+  /**
+   * A fresh start's load: once the job's replication slot exists (the CDC source creates it when
+   * it first streams), reads this subtask's buckets as {@link #rebuild} does. The slot comes first
+   * because it holds every change committed after its creation: the stream then redelivers what
+   * the read saw (older by seq, ignored) and nothing after the read is lost.
+   */
+  void initialRead() {
+    start(db -> {
+      long waitingSince = System.currentTimeMillis();
+      boolean said = false;
+      for (SlotState slot = SlotProbe.read(db, source.slotName()); !slot.exists() || "lost".equals(slot.walStatus());
+          slot = SlotProbe.read(db, source.slotName())) {
+        if (slot.exists()) {
+          dropLostSlot(db);
+        }
+        if (!said && System.currentTimeMillis() - waitingSince > SLOT_WAIT_NOTICE_MS) {
+          LOG.info("Waiting for the CDC source to create the replication slot {} before reading the fences", source.slotName());
+          said = true;
+        }
+        pause(SLOT_POLL_MS);
+      }
+      return read(db);
+    });
+  }
+
+  private Outcome read(Connection db) throws SQLException {
+    return new Read(BucketRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd,
+        change -> put(new Row(change, decoder.decode(change)))));
+  }
+
+  private static void pause(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedStep();
+    }
   }
 
   /** Up to {@code max} outcomes of the step under way, oldest first (none if it has none ready). */

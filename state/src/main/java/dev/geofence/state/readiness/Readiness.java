@@ -5,8 +5,8 @@ package dev.geofence.state.readiness;
  * (DESIGN section 6). Ready means all of:
  *
  * <ul>
- *   <li>the restored position is proven covered by the change stream, or there was none to prove
- *       (a fresh start), or the index was rebuilt from the source;
+ *   <li>the restored position is proven covered by the change stream, or the index was read from
+ *       the source (a fresh start's load, a rebuild), or there was nothing to prove;
  *   <li>nothing has made the index untrusted since: a failed gap check, a seq gap or a bucket
  *       version jump in the stream, restored state of a format this release cannot read (distrust
  *       lasts until a rebuild);
@@ -23,6 +23,8 @@ public final class Readiness {
   private final BucketFingerprints fingerprints;
   private final BucketVersions versions = new BucketVersions();
   private boolean verified;
+  /** A fresh start that reads the source itself: nothing is verified until that read is done. */
+  private boolean loading;
   private String distrust;
   private long catchUpTarget;
   private long streamLsn;
@@ -46,9 +48,19 @@ public final class Readiness {
     return versions;
   }
 
-  /** A fresh start: the snapshot and the stream are one consistent read, nothing to prove. */
+  /** A fresh start fed by the stream alone (a snapshot and the stream are one consistent read): nothing to prove. */
   public void nothingToProve() {
     verified = true;
+  }
+
+  /** A fresh start that reads the source of truth itself: ready once that read is {@link #rebuilt} and caught up. */
+  public void loadFromSource() {
+    loading = true;
+  }
+
+  /** Whether a fresh start's read from the source is still to come. */
+  public boolean loading() {
+    return loading;
   }
 
   /** Whether the restored position is proven covered (or there was none, or a rebuild made it so). */
@@ -91,6 +103,7 @@ public final class Readiness {
     versions.proven();
     distrust = null;
     verified = true;
+    loading = false;
     catchUpTarget = lsn;
   }
 
@@ -128,6 +141,7 @@ public final class Readiness {
   /** The phase once the state is restored and indexed: what the index waits for, or {@link LoadPhase#READY}. */
   public LoadPhase phase() {
     return distrust != null ? LoadPhase.REBUILDING
+        : loading ? LoadPhase.LOADING
         : !verified ? LoadPhase.GAP_CHECK
         : !caughtUp() ? LoadPhase.CATCHING_UP
         : !fingerprints.ready() ? LoadPhase.VERIFYING
