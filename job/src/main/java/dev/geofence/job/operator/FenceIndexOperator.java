@@ -634,7 +634,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         }
         continue;
       }
-      FenceEdit edit = edit(change, decoded == null ? decoder.decode(change) : decoded.get(i));
+      // A version no newer than the stored one (a redelivery: a rebuild's overlap with the stream,
+      // a replay after a restore) never takes effect: its geometry is not decoded at all.
+      boolean takesNoEffect = !change.delete && change.seq <= fences.seqOf(change.fenceId);
+      FenceEdit edit = edit(change, takesNoEffect ? null : decoded == null ? decoder.decode(change) : decoded.get(i));
       run.add(edit);
       if (edit.kind() == EditKind.DELETE) {
         applyCoalesced(EditCoalescer.coalesce(run).get(0));
@@ -690,6 +693,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     EditOrigin origin = change.snapshot ? EditOrigin.SNAPSHOT : EditOrigin.STREAM;
     if (change.delete) {
       return FenceEdit.delete(change.fenceId, change.seq, origin, change.lsn, change.commitTime);
+    }
+    if (decoded == null) {
+      // A redelivered or stale version, not decoded: it can never take effect.
+      return FenceEdit.refusedUpsert(change.fenceId, change.seq, change.tenant, origin, change.lsn, change.commitTime);
     }
     if (decoded.failure() != null) {
       String kept = fences.index().get(change.fenceId) != null ? "; the previous version stays in force" : "; the fence has no usable version";
