@@ -7,7 +7,8 @@ import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.Pos
 /**
  * The Flink CDC Postgres incremental source of fence changes: an initial snapshot of the fences
  * table (read in parallel chunks, without locks), then the logical replication stream through
- * {@code pgoutput} and a named slot, for the fences, stats and heartbeat tables.
+ * {@code pgoutput} and a named slot, for the fences, their tombstones, the bucket fingerprints and the
+ * heartbeat table.
  *
  * <p>The job writes the heartbeat row itself ({@link #heartbeatSql}, on a timer of its own) and
  * reads it back here: Debezium's {@code heartbeat.action.query} would do the same, but only after
@@ -38,9 +39,8 @@ public final class FenceSource {
         .port(options.port())
         .database(options.database())
         .schemaList(schema)
-        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(),
-            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable(),
-            schema + "." + columns.tombstonesTable())
+        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.bucketStatsTable(),
+            schema + "." + columns.heartbeatTable(), schema + "." + columns.tombstonesTable())
         .username(options.username())
         .password(options.password())
         .slotName(options.slotName())

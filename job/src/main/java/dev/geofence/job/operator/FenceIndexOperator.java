@@ -363,7 +363,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       versions.expectAtTarget(target.bucketVersions);
       episode.gapCheck = "covered";
       episode.gapReason = result.slotAhead() ? result.reason() + "; proven by the bucket versions at " + Lsn.format(target.lsn) : null;
-      LOG.info("Gap check: {}; catching up to {} ({} fences at the source){}", result.reason(), Lsn.format(target.lsn),
+      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", result.reason(), Lsn.format(target.lsn),
           target.fenceCount, result.slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
       return;
     }
