@@ -376,13 +376,6 @@ class WarmStartITCase extends EndToEndFixture {
     assertThat(rows).as("hydration rows per start, subtask and attempt").allSatisfy((key, count) -> assertThat(count).isEqualTo(1));
   }
 
-  /** Every trigger the oracle expects, none other (ids are deterministic: a replay rewrites, never adds). */
-  private void assertTriggersAsUninterrupted(Connection db) throws Exception {
-    Set<String> actual = awaitTriggers(db, expected.size());
-    assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
-    assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
-  }
-
   private static String walStatus(Connection db, String slot) throws Exception {
     try (Statement s = db.createStatement();
         java.sql.ResultSet r = s.executeQuery("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {

@@ -714,9 +714,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       }
       return;
     }
-    if (change.kind != FenceChange.Kind.FENCE && change.kind != FenceChange.Kind.BUCKET_STATS) {
-      return;
-    }
     if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
       editsReceived++;
     }
