@@ -102,8 +102,8 @@ END $$;
 -- An application must not RESET ALL or set these in a transaction that edits fences.
 
 -- Folds the noted changes into fence_bucket_stats: one update per bucket, version + 1, in bucket
--- order. (Each query here keeps one cached plan: the planner would re-plan a query over an array
--- parameter at every call.)
+-- order. (One-row updates in a loop rather than one update over arrays: each keeps a cached plan,
+-- where PostgreSQL would plan the array query anew at every call.)
 CREATE OR REPLACE FUNCTION fences_fold() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     me text := pg_current_xact_id()::text;
