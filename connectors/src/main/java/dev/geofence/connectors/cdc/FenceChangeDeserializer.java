@@ -13,8 +13,8 @@ import org.apache.kafka.connect.source.SourceRecord;
  * Reads Debezium's Postgres change records for the fences table, its tombstones, the bucket
  * fingerprints and the heartbeat table into {@link FenceChange}s. (The incremental source keeps
  * Debezium's own heartbeat events to itself, so the heartbeat is a real row the source writes with
- * {@code heartbeat.action.query} and reads back.) The geometry is passed on still encoded: PostGIS {@code geometry}
- * arrives as a struct holding EWKB, {@code bytea} as bytes, text as a string.
+ * {@code heartbeat.action.query} and reads back.) The geometry is passed on still encoded: PostGIS
+ * {@code geometry} arrives as a struct holding EWKB, {@code bytea} as bytes, text as a string.
  *
  * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
  * delete is version {@code old seq + 1}, as the migration's tombstone records it.

@@ -7,8 +7,8 @@ import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.Pos
 /**
  * The Flink CDC Postgres incremental source of fence changes: an initial snapshot of the fences
  * table (read in parallel chunks, without locks), then the logical replication stream through
- * {@code pgoutput} and a named slot, for the fences, their tombstones, the bucket fingerprints and the
- * heartbeat table.
+ * {@code pgoutput} and a named slot, for the fences, their tombstones, the bucket fingerprints
+ * and the heartbeat table.
  *
  * <p>The job writes the heartbeat row itself ({@link #heartbeatSql}, on a timer of its own) and
  * reads it back here: Debezium's {@code heartbeat.action.query} would do the same, but only after
