@@ -123,12 +123,12 @@ public final class GeofenceJob {
     int keyGroups = env.getMaxParallelism();
     DataStream<FenceChange> edits = changes
         .flatMap((FenceChange c, Collector<FenceChange> out) -> {
-          if (c.kind == FenceChange.Kind.FENCE || c.kind == FenceChange.Kind.BUCKET_STATS) {
-            out.collect(c);
-          } else if (c.kind == FenceChange.Kind.HEARTBEAT) {
+          if (c.kind == FenceChange.Kind.HEARTBEAT) {
             for (int g = 0; g < keyGroups; g++) {
               out.collect(c.copyForKeyGroup(g));
             }
+          } else {
+            out.collect(c);
           }
         })
         .returns(FenceChange.class)

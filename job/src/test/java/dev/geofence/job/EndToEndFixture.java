@@ -523,6 +523,13 @@ abstract class EndToEndFixture {
     return rows;
   }
 
+  /** Every trigger the oracle expects, none other (ids are deterministic: a replay rewrites, never adds). */
+  void assertTriggersAsUninterrupted(Connection db) throws Exception {
+    Set<String> actual = awaitTriggers(db, expected.size());
+    assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
+    assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
+  }
+
   Set<String> awaitStable(Connection db, Set<String> rows) throws Exception {
     Set<String> again = new TreeSet<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(

@@ -298,6 +298,8 @@ class WarmStartITCase extends EndToEndFixture {
           s.execute("BEGIN");
           s.execute("ALTER TABLE fences DISABLE TRIGGER fences_version");
           s.execute("UPDATE fences SET seq = seq + 3, geom = geom WHERE id = 'fence-3'");
+          // PostgreSQL alters no table with deferred trigger events pending: the fold runs now.
+          s.execute("SET CONSTRAINTS fences_fold IMMEDIATE");
           s.execute("ALTER TABLE fences ENABLE TRIGGER fences_version");
           s.execute("COMMIT");
         }
@@ -374,13 +376,6 @@ class WarmStartITCase extends EndToEndFixture {
     Map<String, Long> rows = episodes.stream().filter(e -> !e.startMode.equals("rebuild"))
         .collect(java.util.stream.Collectors.groupingBy(e -> e.jobId + " " + e.startMode + " #" + e.subtask + "/" + e.attempt, java.util.stream.Collectors.counting()));
     assertThat(rows).as("hydration rows per start, subtask and attempt").allSatisfy((key, count) -> assertThat(count).isEqualTo(1));
-  }
-
-  /** Every trigger the oracle expects, none other (ids are deterministic: a replay rewrites, never adds). */
-  private void assertTriggersAsUninterrupted(Connection db) throws Exception {
-    Set<String> actual = awaitTriggers(db, expected.size());
-    assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
-    assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
   }
 
   private static String walStatus(Connection db, String slot) throws Exception {

@@ -73,9 +73,13 @@ public final class SavepointVerification {
     db.setAutoCommit(false);
     db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
     try (Statement s = db.createStatement()) {
-      try (ResultSet r = s.executeQuery("SELECT bucket, version FROM " + columns.qualified(columns.bucketStatsTable()))) {
+      // The whole table's count and checksum are the buckets' sum and XOR (the fence_stats view).
+      try (ResultSet r = s.executeQuery(
+          "SELECT bucket, version, fence_count, checksum FROM " + columns.qualified(columns.bucketStatsTable()))) {
         while (r.next()) {
           sourceVersions[r.getInt(1)] = r.getLong(2);
+          result.sourceFences += r.getLong(3);
+          result.sourceChecksum ^= r.getLong(4);
         }
       }
       s.setFetchSize(10_000);
@@ -84,11 +88,6 @@ public final class SavepointVerification {
         while (r.next()) {
           sourceLive.put(r.getString(1), r.getLong(2));
         }
-      }
-      try (ResultSet r = s.executeQuery("SELECT fence_count, checksum FROM " + columns.qualified(columns.statsTable()))) {
-        r.next();
-        result.sourceFences = r.getLong(1);
-        result.sourceChecksum = r.getLong(2);
       }
       db.commit();
     } finally {

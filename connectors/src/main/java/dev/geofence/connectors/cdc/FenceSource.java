@@ -46,9 +46,8 @@ public final class FenceSource {
         .port(options.port())
         .database(options.database())
         .schemaList(schema)
-        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(),
-            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable(),
-            schema + "." + columns.tombstonesTable())
+        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.bucketStatsTable(),
+            schema + "." + columns.heartbeatTable(), schema + "." + columns.tombstonesTable())
         .username(options.username())
         .password(options.password())
         .slotName(options.slotName())

@@ -499,7 +499,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     episode.gapCheck = "covered";
     episode.gapReason = checked.result().slotAhead()
         ? checked.result().reason() + "; proven by the bucket versions at " + Lsn.format(checked.target().lsn) : null;
-    LOG.info("Gap check: {}; catching up to {} ({} fences at the source){}", checked.result().reason(), Lsn.format(checked.target().lsn),
+    LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", checked.result().reason(), Lsn.format(checked.target().lsn),
         checked.target().fenceCount, checked.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
     recorder.record();
     if (readiness.proveVersionsOnceCaughtUp()) {
