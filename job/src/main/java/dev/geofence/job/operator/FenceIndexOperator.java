@@ -121,6 +121,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
   }
 
+  /** Why state checkpointed during a fresh start's read is not trusted when restored. */
+  static final String INCOMPLETE_LOAD = "the state was checkpointed while the fresh start's read of the source was under way";
+
   /** How long to wait before trying an unreachable source of truth again. */
   static final long RETRY_INTERVAL_MS = 2_000;
 
@@ -411,7 +414,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.snapshotState(context);
     pendingLocationsState.update(clock.held());
     clockState.update(List.of(clock.time()));
-    untrustedState.update(readiness.distrust() == null ? List.of() : List.of(readiness.distrust()));
+    // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
+    // stream will bring again: restored, it is read again, as a rebuild.
+    String untrusted = readiness.distrust() != null ? readiness.distrust()
+        : readiness.loading() ? INCOMPLETE_LOAD : null;
+    untrustedState.update(untrusted == null ? List.of() : List.of(untrusted));
   }
 
   @Override

@@ -146,6 +146,49 @@ class FenceIndexRecoveryTest {
   }
 
   /**
+   * A fresh start reads its buckets from the source; state checkpointed before that read was done
+   * lacks fences the stream will never bring again, so a restore of it reads them again.
+   */
+  @Test
+  void aCheckpointTakenDuringTheFreshStartsReadIsReadAgainWhenRestored() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_fresh', 'pgoutput')");
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+        for (int i = 0; i < 20; i++) {
+          insert.setString(1, "fence-" + i);
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(SQUARE)));
+          insert.execute();
+        }
+      }
+      OperatorSubtaskState snapshot;
+      FenceIndexOperator fresh = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+      try (var harness = harness(fresh)) {
+        harness.open();
+        assertThat(fresh.phase()).isEqualTo(LoadPhase.LOADING);
+        // The read's rows are taken only as processing time moves on: none yet.
+        snapshot = harness.snapshot(1, 10);
+      }
+      FenceIndexOperator restored = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+      try (var harness = harness(restored)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(restored.phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !restored.recovering(), "the read again");
+        heartbeat(harness, FAR_LSN, 20);
+        assertThat(restored.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(restored.fences().checksum().count()).isEqualTo(20);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.gapReason).isEqualTo(FenceIndexOperator.INCOMPLETE_LOAD);
+      }
+    }
+  }
+
+  /**
    * A slot confirmed past the restored position (as after any stop with a savepoint, whose CDC
    * offset runs ahead of the last change it forwarded): the restore holds if the bucket versions
    * at the catch-up target all arrive, and is rebuilt if an edit lay in between.
