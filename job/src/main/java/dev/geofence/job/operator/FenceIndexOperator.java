@@ -6,6 +6,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -21,6 +22,7 @@ import dev.geofence.state.readiness.Readiness;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -34,6 +36,7 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.common.typeutils.base.StringSerializer;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
@@ -92,12 +95,26 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       new OutputTag<>("fence-dead-letters", TypeInformation.of(DeadLetter.class));
 
   private static final String FENCE_STATE = "fence";
+  private static final String FENCES_STATE = "fences";
   private static final String MEMBERS_STATE = "members";
   private static final String BUCKET_STATS_STATE = "bucket-stats";
   private static final String STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
 
-  /** Each fence's stored version; the savepoint tools read and write it with the same descriptor. */
+  /**
+   * Every fence's stored version, a map per bucket (keyed like the bucket's fingerprint): a restore
+   * reads each bucket's fences in one pass, where a state per fence key cost a lookup per fence.
+   * The savepoint tools read it with the same descriptor.
+   */
+  public static MapStateDescriptor<String, StoredFence> fencesStateDescriptor() {
+    return new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
+  }
+
+  /**
+   * Each fence's stored version as a value per fence key: how releases before the per-bucket maps
+   * kept it, and how the savepoint tools' bootstrap writes it. Read on restore and moved into
+   * {@link #fencesStateDescriptor()}.
+   */
   public static ValueStateDescriptor<StoredFence> fenceStateDescriptor() {
     return new ValueStateDescriptor<>(FENCE_STATE, StoredFenceSerializer.INSTANCE);
   }
@@ -146,6 +163,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
 
   private transient ValueState<StoredFence> fenceState;
+  private transient MapState<String, StoredFence> fencesState;
   private transient MapState<String, Long> membersState;
   private transient ListState<FenceChange> pendingEditsState;
   private transient ListState<PendingLocation> pendingLocationsState;
@@ -169,8 +187,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long editsReceived;
   private transient long restoredLsn;
   private transient long restoredTime;
-  /** Keys whose restored fence is of a format this release cannot read. */
-  private transient List<FenceKey> unreadable;
+  /** Fences whose restored version is of a format this release cannot read. */
+  private transient List<String> unreadable;
   /** Of a rebuild under way: the fences it read, and those the stream changed meanwhile. */
   private transient Set<String> rebuildRead;
   private transient Set<String> streamedDuringRebuild;
@@ -218,6 +236,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void initializeState(StateInitializationContext context) throws Exception {
     super.initializeState(context);
     fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
+    fencesState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer));
     membersState = context.getKeyedStateStore().getMapState(membersStateDescriptor());
     pendingEditsState = context.getKeyedStateStore().getListState(pendingEditsStateDescriptor());
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
@@ -313,14 +332,33 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
-        (FenceKey key, ValueState<StoredFence> state) -> {
-          if (state.value() == StoredFence.UNREADABLE) {
-            unreadable.add(key);
-          } else {
-            stored.add(state.value().asSnapshotEdit(key.id));
+        new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer),
+        (FenceKey bucket, MapState<String, StoredFence> state) -> {
+          for (Map.Entry<String, StoredFence> fence : state.entries()) {
+            if (fence.getValue() == StoredFence.UNREADABLE) {
+              unreadable.add(fence.getKey());
+            } else {
+              stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
+            }
           }
         });
+    // State of a release before the per-bucket maps, or of the savepoint tools' bootstrap: moved
+    // into the maps (once; the next checkpoint carries the move).
+    Map<String, StoredFence> legacy = new HashMap<>();
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
+        (FenceKey key, ValueState<StoredFence> state) -> legacy.put(key.id, state.value()));
+    for (Map.Entry<String, StoredFence> fence : legacy.entrySet()) {
+      setCurrentKey(new FenceKey(fence.getKey()));
+      fenceState.clear();
+      if (fence.getValue() == StoredFence.UNREADABLE) {
+        unreadable.add(fence.getKey());
+      } else {
+        store(fence.getKey(), fence.getValue());
+        stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
+      }
+    }
     if (restored) {
       recorder.episode().restoredAt = System.currentTimeMillis();
       recorder.enter(LoadPhase.INDEXING);
@@ -436,7 +474,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * under way: a fresh start's load, the gap check of a restore, a rebuild if the index cannot be
    * trusted.
    */
-  private void maybeRecover() {
+  private void maybeRecover() throws Exception {
     if (recovery == null || recovery.running() || (readiness.verified() && readiness.distrust() == null)) {
       return;
     }
@@ -491,7 +529,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
-  private void gapChecked(Recovery.Checked checked) {
+  private void gapChecked(Recovery.Checked checked) throws Exception {
     HydrationEpisode episode = recorder.episode();
     if (checked.target() == null) {
       readiness.distrust(checked.result().reason());
@@ -515,17 +553,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   /** The index became untrusted: said, recorded, and a rebuild started. */
-  private void distrusted() {
+  private void distrusted() throws Exception {
     recorder.distrusted(readiness.distrust());
     LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", readiness.distrust());
     maybeRecover();
   }
 
   /** A read of this subtask's buckets from the source: a fresh start's load, or a rebuild. */
-  private void startRead() {
-    for (FenceKey key : unreadable) {
-      setCurrentKey(key);
-      fenceState.clear();
+  private void startRead() throws Exception {
+    for (String id : unreadable) {
+      setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(id)));
+      fencesState.remove(id);
     }
     rebuildRead = new HashSet<>();
     streamedDuringRebuild = new HashSet<>();
@@ -680,8 +718,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     FenceEdit shaping = coalesced.shaping();
     // Keyed state is read only when the edit does not say the tenant: on RocksDB a read per edit
     // (of a key that a snapshot never finds) was most of a cold start's time.
-    String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : storedTenant();
-    fenceState.update(new StoredFence(
+    String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : storedTenant(edit.fenceId());
+    store(edit.fenceId(), new StoredFence(
         edit.seq(), deleted, deleted ? null : fences.index().get(edit.fenceId()), tenant,
         edit.commitLsn(), edit.commitTimeMillis()));
     if (deleted) {
@@ -690,9 +728,31 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
-  private String storedTenant() throws Exception {
-    StoredFence stored = fenceState.value();
+  private String storedTenant(String fenceId) throws Exception {
+    StoredFence stored = withBucketKey(fenceId, () -> fencesState.get(fenceId));
     return stored == null ? null : stored.tenant;
+  }
+
+  /** Stores a fence's version in its bucket's map; the current key stays what it was. */
+  private void store(String fenceId, StoredFence stored) throws Exception {
+    withBucketKey(fenceId, () -> {
+      fencesState.put(fenceId, stored);
+      return null;
+    });
+  }
+
+  private interface StateCall<T> {
+    T call() throws Exception;
+  }
+
+  private <T> T withBucketKey(String fenceId, StateCall<T> call) throws Exception {
+    Object key = getCurrentKey();
+    setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(fenceId)));
+    try {
+      return call.call();
+    } finally {
+      setCurrentKey(key);
+    }
   }
 
   /** The edit a change makes, its geometry decoded: a bad one goes to dead letters and refuses the upsert. */
