@@ -60,41 +60,38 @@ final class EdgeBands {
     double scale = height > 0 ? bands / height : 0;
     EdgeBands sizing = new EdgeBands(fence.minY(), scale, bands - 1, null, null);
 
-    // Two passes over the edges: count each band's runs, then fill them.
-    int[] counts = new int[bands + 1];
-    int[] lastEnd = new int[bands];
-    java.util.Arrays.fill(lastEnd, -1);
-    for (int r = 0; r < rings.length - 1; r++) {
-      for (int i = 2 * rings[r]; i < 2 * (rings[r + 1] - 1); i += 2) {
-        int low = sizing.band(Math.min(xy[i + 1], xy[i + 3]));
-        int high = sizing.band(Math.max(xy[i + 1], xy[i + 3]));
-        for (int b = low; b <= high; b++) {
-          if (lastEnd[b] != i) {
-            counts[b + 1]++;
+    // Two passes over the edges: count each band's runs, then fill them. A run goes on while
+    // the band's last run ends where the next edge starts.
+    int[] bandStarts = new int[bands + 1];
+    int[] runs = null;
+    int[] next = null;
+    for (int pass = 0; pass < 2; pass++) {
+      int[] lastEnd = new int[bands];
+      java.util.Arrays.fill(lastEnd, -1);
+      for (int r = 0; r < rings.length - 1; r++) {
+        for (int i = 2 * rings[r]; i < 2 * (rings[r + 1] - 1); i += 2) {
+          int low = sizing.band(Math.min(xy[i + 1], xy[i + 3]));
+          int high = sizing.band(Math.max(xy[i + 1], xy[i + 3]));
+          for (int b = low; b <= high; b++) {
+            boolean starts = lastEnd[b] != i;
+            if (next == null) {
+              bandStarts[b + 1] += starts ? 1 : 0;
+            } else {
+              if (starts) {
+                runs[2 * next[b]++] = i;
+              }
+              runs[2 * next[b] - 1] = i + 2;
+            }
+            lastEnd[b] = i + 2;
           }
-          lastEnd[b] = i + 2;
         }
       }
-    }
-    for (int b = 0; b < bands; b++) {
-      counts[b + 1] += counts[b];
-    }
-    int[] bandStarts = counts.clone();
-    int[] runs = new int[2 * counts[bands]];
-    int[] next = java.util.Arrays.copyOf(counts, bands);
-    java.util.Arrays.fill(lastEnd, -1);
-    for (int r = 0; r < rings.length - 1; r++) {
-      for (int i = 2 * rings[r]; i < 2 * (rings[r + 1] - 1); i += 2) {
-        int low = sizing.band(Math.min(xy[i + 1], xy[i + 3]));
-        int high = sizing.band(Math.max(xy[i + 1], xy[i + 3]));
-        for (int b = low; b <= high; b++) {
-          if (lastEnd[b] != i) {
-            runs[2 * next[b]] = i;
-            next[b]++;
-          }
-          runs[2 * next[b] - 1] = i + 2;
-          lastEnd[b] = i + 2;
+      if (next == null) {
+        for (int b = 0; b < bands; b++) {
+          bandStarts[b + 1] += bandStarts[b];
         }
+        runs = new int[2 * bandStarts[bands]];
+        next = java.util.Arrays.copyOf(bandStarts, bands);
       }
     }
     return new EdgeBands(fence.minY(), scale, bands - 1, bandStarts, runs);
