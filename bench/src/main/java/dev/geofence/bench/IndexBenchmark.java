@@ -115,8 +115,8 @@ public final class IndexBenchmark {
       System.out.println(
           "| fences | index | build s | first pass checks/s | single-point checks/s | batch of 1 | batch of 64 | batch of 1024 "
               + "| sorted batch of 64 | sorted batch of 1024 | µs per batch of 64 / 1024 | hits/check | heap B/vertex built "
-              + "| after queries | vs JTS: single | batch of 1024 |");
-      System.out.println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+              + "| after queries | vs JTS: single | batch of 1024 | per CPU-second: single | batch of 1024 | vs JTS: single | batch of 1024 |");
+      System.out.println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
       rows.forEach(System.out::println);
     }
     if (bigVertices != null) {
@@ -177,18 +177,20 @@ public final class IndexBenchmark {
     for (int i = 0; i < ours.size(); i++) {
       Result r = ours.get(i);
       rows.add(String.format(
-          Locale.ROOT, "| %,d | geofence, %s packing | %.2f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %.0f / %.0f | %.2f | %.1f | %.1f | %.1fx | %.1fx |",
+          Locale.ROOT, "| %,d | geofence, %s packing | %.2f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %.0f / %.0f | %.2f | %.1f | %.1f | %.1fx | %.1fx | %,.0f | %,.0f | %.1fx | %.1fx |",
           fences, packings.get(i).name(), r.buildSeconds, r.firstPass, r.single.median(),
           r.batches[0].median(), r.batches[1].median(), r.batches[2].median(),
           r.sortedBatches[0].median(), r.sortedBatches[1].median(),
           1e6 * BATCHES[1] / r.batches[1].median(), 1e6 * BATCHES[2] / r.batches[2].median(), r.hitsPerCheck,
           (double) r.heapBuilt / r.vertices, (double) r.heapQueried / r.vertices,
-          r.single.median() / jts.single.median(), r.batches[2].median() / jts.single.median()));
+          r.single.median() / jts.single.median(), r.batches[2].median() / jts.single.median(),
+          r.single.perCpuSecond(), r.batches[2].perCpuSecond(),
+          r.single.perCpuSecond() / jts.single.perCpuSecond(), r.batches[2].perCpuSecond() / jts.single.perCpuSecond()));
     }
     rows.add(String.format(
-        Locale.ROOT, "| %,d | JTS STRtree + PreparedGeometry | %.2f | %,.0f | %,.0f | | | | | | | %.2f | %.1f | %.1f | 1x | |",
+        Locale.ROOT, "| %,d | JTS STRtree + PreparedGeometry | %.2f | %,.0f | %,.0f | | | | | | | %.2f | %.1f | %.1f | 1x | | %,.0f | | 1x | |",
         fences, jts.buildSeconds, jts.firstPass, jts.single.median(), jts.hitsPerCheck,
-        (double) jts.heapBuilt / jts.vertices, (double) jts.heapQueried / jts.vertices));
+        (double) jts.heapBuilt / jts.vertices, (double) jts.heapQueried / jts.vertices, jts.single.perCpuSecond()));
     return rows;
   }
 
@@ -439,7 +441,7 @@ public final class IndexBenchmark {
   }
 
   static String describe(Measure.Rate rate) {
-    return String.format(Locale.ROOT, "%,.0f checks/s (windows %,.0f to %,.0f, GC %d ms)",
-        rate.median(), rate.min(), rate.max(), rate.gcMillis());
+    return String.format(Locale.ROOT, "%,.0f checks/s (windows %,.0f to %,.0f; %,.0f per CPU-second; GC %d ms)",
+        rate.median(), rate.min(), rate.max(), rate.perCpuSecond(), rate.gcMillis());
   }
 }

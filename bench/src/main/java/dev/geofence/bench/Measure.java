@@ -11,11 +11,18 @@ import java.util.function.LongSupplier;
  * many checks it did) until its time is up, and the figure is the median rate of the windows, with
  * the slowest and fastest beside it and the garbage-collection time spent during the windows. A
  * full collection runs before the first window, so neither side pays for the other's garbage.
+ *
+ * <p>Each window is also timed in CPU time of the whole process (every thread, the collector's
+ * included), which a busy shared host disturbs much less than the clock: when other processes take
+ * the cores, the clock runs on while this process waits, its CPU time does not.
  */
 final class Measure {
 
-  /** The rates of the windows of one timed run. */
-  record Rate(double median, double min, double max, long gcMillis) {
+  /**
+   * The rates of the windows of one timed run: by the clock (median, slowest, fastest) and per
+   * CPU-second of the process (median).
+   */
+  record Rate(double median, double min, double max, double perCpuSecond, long gcMillis) {
     /** Spread of the windows around the median, in percent. */
     double spreadPercent() {
       return 100 * (max - min) / median;
@@ -28,9 +35,11 @@ final class Measure {
     usedHeap();
     long gcBefore = gcMillis();
     double[] rates = new double[windows];
+    double[] cpuRates = new double[windows];
     long windowNanos = (long) (seconds * 1e9 / windows);
     for (int w = 0; w < windows; w++) {
       long checks = 0;
+      long cpuStart = processCpuNanos();
       long start = System.nanoTime();
       long elapsed;
       do {
@@ -38,11 +47,22 @@ final class Measure {
         elapsed = System.nanoTime() - start;
       } while (elapsed < windowNanos);
       rates[w] = checks / (elapsed / 1e9);
+      cpuRates[w] = checks / ((processCpuNanos() - cpuStart) / 1e9);
     }
     long gc = gcMillis() - gcBefore;
     Arrays.sort(rates);
-    double median = windows % 2 == 1 ? rates[windows / 2] : (rates[windows / 2 - 1] + rates[windows / 2]) / 2;
-    return new Rate(median, rates[0], rates[windows - 1], gc);
+    return new Rate(median(rates), rates[0], rates[windows - 1], median(cpuRates), gc);
+  }
+
+  private static double median(double[] values) {
+    double[] sorted = values.clone();
+    Arrays.sort(sorted);
+    int n = sorted.length;
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+
+  private static long processCpuNanos() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
   }
 
   /** One timed pass of a step, in checks per second (the first pass, which builds lazily). */
