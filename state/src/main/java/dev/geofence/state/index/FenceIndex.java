@@ -451,18 +451,26 @@ public final class FenceIndex {
     int n = 0;
     for (int slot = 0; slot < slotCount; slot++) {
       if (geometries[slot] != null) {
-        writeBounds(bounds, n, geometries[slot]);
+        // From the record, one sequential array, rather than from each fence's object.
+        readBox(slot, bounds, n);
         liveSlots[n++] = slot;
       }
     }
     PackedRTree tree = PackedRTree.pack(bounds, n, nodeSize, packing);
+    int[] positions = new int[n];
+    for (int pos = 0; pos < n; pos++) {
+      positions[tree.itemAt(pos)] = pos;
+    }
     int capacity = Math.max(16, live + (live >> 3));
     String[] newIds = new String[capacity];
     FenceGeometry[] newGeometries = new FenceGeometry[capacity];
     int[] newTenants = new int[capacity];
     long[] newRecords = new long[capacity * RECORD];
-    for (int pos = 0; pos < n; pos++) {
-      int slot = liveSlots[tree.itemAt(pos)];
+    // In the old order, reading sequentially and writing to the new places: scattered writes
+    // overlap where scattered reads would wait one by one.
+    for (int i = 0; i < n; i++) {
+      int slot = liveSlots[i];
+      int pos = positions[i];
       newIds[pos] = ids[slot];
       newGeometries[pos] = geometries[slot];
       newTenants[pos] = slotTenants[slot];
@@ -489,7 +497,7 @@ public final class FenceIndex {
     int n = 0;
     for (int slot = packedCount; slot < slotCount; slot++) {
       if (geometries[slot] != null) {
-        writeBounds(bounds, n, geometries[slot]);
+        readBox(slot, bounds, n);
         slots[n++] = slot;
       }
     }
@@ -502,11 +510,14 @@ public final class FenceIndex {
     overlayStale = false;
   }
 
-  private static void writeBounds(double[] bounds, int i, FenceGeometry g) {
-    bounds[4 * i] = g.minX();
-    bounds[4 * i + 1] = g.minY();
-    bounds[4 * i + 2] = g.maxX();
-    bounds[4 * i + 3] = g.maxY();
+  /** The slot's box from its record (floats already rounded outwards) into {@code bounds[4 i ...]}. */
+  private void readBox(int slot, double[] bounds, int i) {
+    long low = records[slot * RECORD];
+    long high = records[slot * RECORD + 1];
+    bounds[4 * i] = Float.intBitsToFloat((int) low);
+    bounds[4 * i + 1] = Float.intBitsToFloat((int) (low >>> 32));
+    bounds[4 * i + 2] = Float.intBitsToFloat((int) high);
+    bounds[4 * i + 3] = Float.intBitsToFloat((int) (high >>> 32));
   }
 
   private static long packFloats(float low, float high) {
