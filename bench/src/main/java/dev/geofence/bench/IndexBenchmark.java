@@ -30,7 +30,8 @@ import org.locationtech.jts.index.strtree.STRtree;
  * fences at every size. Both sides get the same 1,048,576 uniformly random points in the same
  * order, the same warm-up (a check of the answers, then one timed pass over all points, in which
  * both build per-fence structures lazily: our coverage grids, JTS's point locators) and the same
- * timed windows ({@link Measure}). Ours is measured through the single-point query and through
+ * timed windows ({@link Measure}), after a discarded run of both at 20,000 fences that warms the JIT
+ * for every measured path. Ours is measured through the single-point query and through
  * the batch query at batch sizes 1, 64 and 1024 (consecutive points of the same sequence), also
  * with each batch first sorted along a Hilbert curve by the caller, for each tree packing of
  * {@code --packing}.
@@ -47,6 +48,7 @@ public final class IndexBenchmark {
   private static final int QUERY_POINTS = 1 << 20;
   private static final int AGREEMENT_SAMPLE = 20_000;
   private static final int WINDOWS = 5;
+  private static final int WARM_UP_FENCES = 20_000;
   private static final int[] BATCHES = {1, 64, 1024};
   /** Batch sizes also measured with the points sorted along a Hilbert curve by the caller. */
   private static final int[] SORTED_BATCHES = {64, 1024};
@@ -107,6 +109,9 @@ public final class IndexBenchmark {
         Runtime.getRuntime().maxMemory() >> 20, Measure.load(), seconds, WINDOWS);
     if (sizes != null) {
       System.out.printf(Locale.ROOT, "Fence index vs JTS STRtree + PreparedGeometry; %d vertices per fence%n", vertices);
+      // The same warm-up for both sides before any figure: a small run through every code path
+      // that is measured, so that no build or first pass is timed while the JIT compiles.
+      new IndexBenchmark(WARM_UP_FENCES, vertices, 0.5).quietly(packings);
       List<String> rows = new ArrayList<>();
       for (int size : sizes) {
         rows.addAll(new IndexBenchmark(size, vertices, seconds).run(packings));
@@ -143,6 +148,17 @@ public final class IndexBenchmark {
     /** Per sample point, a hash of its sorted fence ids: compared, and small enough not to weigh on the heap figures. */
     int[] answers;
     int[] batchAnswers;
+  }
+
+  /** A run whose figures are thrown away. */
+  private void quietly(List<PackedRTree.Packing> packings) {
+    java.io.PrintStream out = System.out;
+    System.setOut(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
+    try {
+      run(packings);
+    } finally {
+      System.setOut(out);
+    }
   }
 
   private List<String> run(List<PackedRTree.Packing> packings) {
