@@ -137,6 +137,7 @@ public final class IndexBenchmark {
   /** What one index measured. */
   private static final class Result {
     double buildSeconds;
+    long buildGcMillis;
     double firstPass;
     Measure.Rate single;
     Measure.Rate[] batches = new Measure.Rate[BATCHES.length];
@@ -219,6 +220,7 @@ public final class IndexBenchmark {
       geometries[i] = flat(shape(shapes));
       result.vertices += geometries[i].vertexCount();
     }
+    long gc0 = Measure.gcMillis();
     long t0 = System.nanoTime();
     FenceIndex index = new FenceIndex(
         PackedRTree.DEFAULT_NODE_SIZE, FenceIndex.DEFAULT_OVERLAY_RATIO, FenceIndex.DEFAULT_MIN_OVERLAY, packing);
@@ -227,6 +229,7 @@ public final class IndexBenchmark {
     }
     index.prepareForQuery();
     result.buildSeconds = (System.nanoTime() - t0) / 1e9;
+    result.buildGcMillis = Measure.gcMillis() - gc0;
     geometries = null;
     result.heapBuilt = Measure.usedHeap() - heapBefore;
 
@@ -354,6 +357,7 @@ public final class IndexBenchmark {
       polygons[i] = shape(shapes);
       result.vertices += polygons[i].getNumPoints();
     }
+    long gc0 = Measure.gcMillis();
     long t0 = System.nanoTime();
     STRtree tree = new STRtree();
     for (int i = 0; i < fences; i++) {
@@ -361,6 +365,7 @@ public final class IndexBenchmark {
     }
     tree.build();
     result.buildSeconds = (System.nanoTime() - t0) / 1e9;
+    result.buildGcMillis = Measure.gcMillis() - gc0;
     polygons = null;
     result.heapBuilt = Measure.usedHeap() - heapBefore;
 
@@ -451,8 +456,8 @@ public final class IndexBenchmark {
     }
     System.out.printf(
         Locale.ROOT,
-        "%,d fences, %s: build %.2f s, first pass %,.0f checks/s, single point %s%s; %.2f hits/check, %.1f B/vertex built, %.1f after queries%n",
-        fences, name, r.buildSeconds, r.firstPass, describe(r.single), batches, r.hitsPerCheck,
+        "%,d fences, %s: build %.2f s (GC %d ms), first pass %,.0f checks/s, single point %s%s; %.2f hits/check, %.1f B/vertex built, %.1f after queries%n",
+        fences, name, r.buildSeconds, r.buildGcMillis, r.firstPass, describe(r.single), batches, r.hitsPerCheck,
         (double) r.heapBuilt / r.vertices, (double) r.heapQueried / r.vertices);
   }
 
