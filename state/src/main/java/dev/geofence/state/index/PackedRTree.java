@@ -45,7 +45,7 @@ public final class PackedRTree {
    */
   public static final Packing DEFAULT_PACKING = Packing.STR;
 
-  static final int HILBERT_MAX = (1 << 16) - 1;
+  private static final int HILBERT_MAX = (1 << 16) - 1;
 
   private final int itemCount;
   private final int nodeSize;
@@ -459,18 +459,6 @@ public final class PackedRTree {
   /** The input item number of the leaf at {@code position}. */
   public int itemAt(int position) {
     return items[position];
-  }
-
-  /**
-   * The tree's bounds as {@code minX, minY, maxX, maxY} (outward-rounded floats), or null when it
-   * is empty.
-   */
-  public double[] bounds() {
-    if (itemCount == 0) {
-      return null;
-    }
-    int b = boxes.length - 4;
-    return new double[] {boxes[b], boxes[b + 1], boxes[b + 2], boxes[b + 3]};
   }
 
   static float floatBelow(double v) {
