@@ -140,7 +140,13 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
       int at = body.getPosition();
       ByteBuffer.wrap(value, at, 8 * xy.length).asDoubleBuffer().get(xy);
       body.skipBytesToRead(8 * xy.length);
-      geometry = FenceGeometry.fromArrays(xy, rings, polygons);
+      try {
+        geometry = FenceGeometry.ofOwnedArrays(xy, rings, polygons);
+      } catch (IllegalArgumentException corrupt) {
+        // Bytes of the right format that do not describe closed rings: never used as a fence,
+        // the index is rebuilt from the source instead.
+        return StoredFence.UNREADABLE;
+      }
     }
     return new StoredFence(seq, (flags & DELETED) != 0, geometry, tenant, lsn, time);
   }

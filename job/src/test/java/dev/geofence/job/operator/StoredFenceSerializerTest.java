@@ -73,6 +73,31 @@ class StoredFenceSerializerTest {
     assertThat(StoredFenceSerializer.INSTANCE.duplicate().deserialize(in).seq()).isEqualTo(after.seq());
   }
 
+  @Test
+  void aGeometryThatDoesNotDescribeClosedRingsIsReadAsUnreadable() throws Exception {
+    DataOutputSerializer body = new DataOutputSerializer(64);
+    body.writeLong(3);
+    body.writeByte(2);
+    body.writeLong(0);
+    body.writeLong(0);
+    body.writeInt(2); // polygon starts {0, 1}
+    body.writeInt(0);
+    body.writeInt(1);
+    body.writeInt(2); // ring starts {0, 4}
+    body.writeInt(0);
+    body.writeInt(4);
+    body.writeInt(8);
+    for (double v : new double[] {0, 0, 1, 0, 1, 1, 0, 1}) { // four vertices, the last not the first
+      body.writeDouble(v);
+    }
+    DataOutputSerializer value = new DataOutputSerializer(64);
+    value.writeByte(1);
+    value.writeInt(body.length());
+    value.write(body.getCopyOfBuffer());
+    DataInputViewStreamWrapper in = new DataInputViewStreamWrapper(new ByteArrayInputStream(value.getCopyOfBuffer()));
+    assertThat(StoredFenceSerializer.INSTANCE.duplicate().deserialize(in).unreadable()).isTrue();
+  }
+
   /** Live fences of generated shapes, a multipolygon with a hole, tombstones, refused-only versions, tenants. */
   private List<StoredFence> fences(int n) throws Exception {
     SplittableRandom random = new SplittableRandom(7);

@@ -118,6 +118,27 @@ public final class FenceGeometry {
    * @throws IllegalArgumentException if the arrays do not describe closed rings
    */
   public static FenceGeometry fromArrays(double[] xy, int[] ringStarts, int[] polygonStarts) {
+    check(xy, ringStarts, polygonStarts);
+    int[] polygons = polygon(polygonStarts);
+    return new FenceGeometry(xy.clone(), ringStarts.clone(), polygons == SINGLE_POLYGON ? polygons : polygons.clone());
+  }
+
+  /**
+   * {@link #fromArrays}, taking the arrays over rather than copying them: for a decoder that has
+   * just allocated them and keeps no reference (a restore reads every fence through it).
+   *
+   * @throws IllegalArgumentException if the arrays do not describe closed rings
+   */
+  public static FenceGeometry ofOwnedArrays(double[] xy, int[] ringStarts, int[] polygonStarts) {
+    check(xy, ringStarts, polygonStarts);
+    return new FenceGeometry(xy, ringStarts, polygon(polygonStarts));
+  }
+
+  private static int[] polygon(int[] polygonStarts) {
+    return Arrays.equals(polygonStarts, SINGLE_POLYGON) ? SINGLE_POLYGON : polygonStarts;
+  }
+
+  private static void check(double[] xy, int[] ringStarts, int[] polygonStarts) {
     int rings = ringStarts.length - 1;
     if (xy.length % 2 != 0 || rings < 1 || ringStarts[0] != 0 || ringStarts[rings] != xy.length / 2) {
       throw new IllegalArgumentException("ring offsets do not cover the coordinate array");
@@ -142,9 +163,6 @@ public final class FenceGeometry {
         throw new IllegalArgumentException("ring " + r + " is not closed");
       }
     }
-    int[] polygonOffsets =
-        Arrays.equals(polygonStarts, SINGLE_POLYGON) ? SINGLE_POLYGON : polygonStarts.clone();
-    return new FenceGeometry(xy.clone(), ringStarts.clone(), polygonOffsets);
   }
 
   /** Whether the point lies inside or on the boundary of this fence (PostGIS {@code ST_Covers}). */
