@@ -7,6 +7,7 @@ import dev.geofence.job.operator.StoredFence;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.MapState;
@@ -25,14 +26,14 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   private static final long serialVersionUID = 1L;
 
   private final GeometryReadOptions geometryOptions;
-  private final FenceIndexOperator.GeometryFormat geometryFormat;
+  private final GeometryFormat geometryFormat;
   private transient FenceGeometryReader reader;
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
   private transient ValueState<FenceChange> streamPosition;
 
-  FenceStateBootstrapper(GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) {
+  FenceStateBootstrapper(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
   }
@@ -82,8 +83,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
       if (change.geometryBytes != null) {
         return reader.readWkb(change.geometryBytes).geometry();
       }
-      return (geometryFormat == FenceIndexOperator.GeometryFormat.GEOJSON
-          ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText)).geometry();
+      return reader.readText(change.geometryText, geometryFormat).geometry();
     } catch (BadGeometryException e) {
       return null;
     }

@@ -4,8 +4,8 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.job.GeofenceJob;
-import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -32,23 +32,13 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  */
 public final class SavepointBootstrap {
 
-  /** What was written. */
-  public static final class Result {
-    public final long lsn;
-    public final long fences;
-    public final long tombstones;
-
-    Result(long lsn, long fences, long tombstones) {
-      this.lsn = lsn;
-      this.fences = fences;
-      this.tombstones = tombstones;
-    }
-  }
+  /** What was written: the stream position every key group starts from, live fences and tombstones. */
+  public record Result(long lsn, long fences, long tombstones) {}
 
   private SavepointBootstrap() {}
 
   public static Result write(Connection db, FenceTableColumns columns, String slot, String output, int maxParallelism,
-      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat, java.io.PrintStream progress)
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, java.io.PrintStream progress)
       throws Exception {
     createSlotIfMissing(db, slot);
     List<BootstrapRow> rows = new ArrayList<>();
@@ -58,8 +48,8 @@ public final class SavepointBootstrap {
       reading.tick();
     });
     reading.finish();
-    writeRows(rows, read.lsn, System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
-    return new Result(read.lsn, read.fences, read.tombstones);
+    writeRows(rows, read.lsn(), System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
+    return new Result(read.lsn(), read.fences(), read.tombstones());
   }
 
   /**
@@ -72,12 +62,12 @@ public final class SavepointBootstrap {
     long fences = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && !r.change.delete).count();
     long tombstones = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && r.change.delete).count();
     writeRows(content.rows, content.lsn, content.commitTime, output, content.maxParallelism, geometryOptions,
-        FenceIndexOperator.GeometryFormat.WKB);
+        GeometryFormat.WKB);
     return new Result(content.lsn, fences, tombstones);
   }
 
   private static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
-      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) throws Exception {
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) throws Exception {
     FenceChange position = new FenceChange();
     position.lsn = lsn;
     position.commitTime = commitTime;

@@ -5,7 +5,7 @@ import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.cli.GeofenceCommand;
 import dev.geofence.job.cli.Launcher;
 import dev.geofence.job.cli.Options;
-import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.readiness.Lsn;
 import java.io.PrintStream;
@@ -51,21 +51,21 @@ public final class SavepointCommand {
       SavepointBootstrap.Result result = SavepointBootstrap.writeFromArrow(
           java.nio.file.Path.of(arrow), options.required("output"), GeometryReadOptions.defaults());
       out.printf("bootstrapped %s from %s: %,d fences and %,d tombstones at %s%n",
-          options.required("output"), arrow, result.fences, result.tombstones, Lsn.format(result.lsn));
+          options.required("output"), arrow, result.fences(), result.tombstones(), Lsn.format(result.lsn()));
       return 0;
     }
     FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
     String output = options.required("output");
     int maxParallelism = options.getInt("max-parallelism", GeofenceJob.DEFAULT_MAX_PARALLELISM);
-    FenceIndexOperator.GeometryFormat geometryFormat =
-        options.getEnum("geometry-format", FenceIndexOperator.GeometryFormat.class, FenceIndexOperator.GeometryFormat.WKB);
+    GeometryFormat geometryFormat =
+        options.getEnum("geometry-format", GeometryFormat.class, GeometryFormat.WKB);
     String password = System.getenv(GeofenceCommand.PASSWORD_ENV);
     try (Connection db = DriverManager.getConnection(options.required("source-url"), options.required("source-user"),
         password == null ? "" : password)) {
       SavepointBootstrap.Result result = SavepointBootstrap.write(db, columns, options.get("slot", "geofence"), output,
           maxParallelism, GeometryReadOptions.defaults(), geometryFormat, err);
       out.printf("bootstrapped %s: %,d fences and %,d tombstones read at %s; restore the job from it with run --startup slot%n",
-          output, result.fences, result.tombstones, Lsn.format(result.lsn));
+          output, result.fences(), result.tombstones(), Lsn.format(result.lsn()));
       return 0;
     }
   }

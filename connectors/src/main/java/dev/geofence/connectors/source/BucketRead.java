@@ -30,20 +30,11 @@ import java.util.function.Consumer;
  */
 public final class BucketRead {
 
-  /** What a read saw: where the source's WAL was when it began, and what it delivered. */
-  public static final class Result {
-    public final long lsn;
-    public final long fences;
-    public final long tombstones;
-    public final long millis;
-
-    Result(long lsn, long fences, long tombstones, long millis) {
-      this.lsn = lsn;
-      this.fences = fences;
-      this.tombstones = tombstones;
-      this.millis = millis;
-    }
-  }
+  /**
+   * What a read saw: where the source's WAL was when it began, the live fences and tombstones it
+   * delivered, and how long it took.
+   */
+  public record Result(long lsn, long fences, long tombstones, long millis) {}
 
   private static final int FETCH_SIZE = 2000;
 

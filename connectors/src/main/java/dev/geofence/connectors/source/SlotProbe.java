@@ -63,19 +63,9 @@ public final class SlotProbe {
     }
   }
 
-  /** Where the stream must get to, and what the source held there. */
-  public static final class CatchUpTarget {
-    public final long lsn;
-    public final long fenceCount;
-    public final long checksum;
-    /** Per bucket, its fingerprint's version; -1 for buckets not asked for. */
-    public final long[] bucketVersions;
-
-    CatchUpTarget(long lsn, long fenceCount, long checksum, long[] bucketVersions) {
-      this.lsn = lsn;
-      this.fenceCount = fenceCount;
-      this.checksum = checksum;
-      this.bucketVersions = bucketVersions;
-    }
-  }
+  /**
+   * Where the stream must get to, and what the source held there: its live fences and their
+   * checksum, and per bucket its fingerprint's version (-1 for buckets not asked for).
+   */
+  public record CatchUpTarget(long lsn, long fenceCount, long checksum, long[] bucketVersions) {}
 }

@@ -11,7 +11,7 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
-import dev.geofence.job.operator.FenceIndexOperator.GeometryFormat;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import java.io.PrintStream;

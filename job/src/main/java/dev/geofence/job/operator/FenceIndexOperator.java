@@ -25,6 +25,7 @@ import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.DecodedGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import java.lang.management.ManagementFactory;
@@ -196,16 +197,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long editsBefore;
   private transient long coalescedBefore;
 
-  /** How fence geometries arrive from the source. */
-  public enum GeometryFormat {
-    /** EWKB/WKB bytes: a PostGIS geometry column, or bytea. */
-    WKB,
-    /** WKT or EWKT text. */
-    WKT,
-    /** GeoJSON text. */
-    GEOJSON
-  }
-
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this(geometryOptions, geometryFormat, null, null);
   }
@@ -358,13 +349,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       SlotProbe.CatchUpTarget target = SlotProbe.catchUpTarget(
           db, source.columns(), maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
       verified = true;
-      catchUpTarget = target.lsn;
+      catchUpTarget = target.lsn();
       // Either way the versions prove it; with the slot ahead, they alone can.
-      versions.expectAtTarget(target.bucketVersions);
+      versions.expectAtTarget(target.bucketVersions());
       episode.gapCheck = "covered";
-      episode.gapReason = result.slotAhead() ? result.reason() + "; proven by the bucket versions at " + Lsn.format(target.lsn) : null;
-      LOG.info("Gap check: {}; catching up to {} ({} fences at the source){}", result.reason(), Lsn.format(target.lsn),
-          target.fenceCount, result.slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
+      episode.gapReason = result.slotAhead() ? result.reason() + "; proven by the bucket versions at " + Lsn.format(target.lsn()) : null;
+      LOG.info("Gap check: {}; catching up to {} ({} fences at the source){}", result.reason(), Lsn.format(target.lsn()),
+          target.fenceCount(), result.slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
       return;
     }
     gap = result.reason();
@@ -488,9 +479,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     versions.proven();
     gap = null;
     verified = true;
-    catchUpTarget = result.lsn;
+    catchUpTarget = result.lsn();
     LOG.info("Rebuilt the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
-        result.millis, result.fences, result.tombstones, Lsn.format(result.lsn), gone.size());
+        result.millis(), result.fences(), result.tombstones(), Lsn.format(result.lsn()), gone.size());
   }
 
   /**
@@ -839,7 +830,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (change.geometryText == null) {
       throw new BadGeometryException(BadGeometryException.Reason.EMPTY, "the geometry column is null");
     }
-    return geometryFormat == GeometryFormat.GEOJSON ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText);
+    return reader.readText(change.geometryText, geometryFormat);
   }
 
   private void deadLetter(FenceChange change, String severity, String reason, String detail) {

@@ -11,6 +11,7 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.ServerSocket;
@@ -47,7 +48,7 @@ class FenceIndexRecoveryTest {
       port = socket.getLocalPort();
     }
     OperatorSubtaskState snapshot;
-    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
       harness.open();
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       FenceChange a = upsert("a", 1, SQUARE, false, 100);
@@ -58,7 +59,7 @@ class FenceIndexRecoveryTest {
       snapshot = harness.snapshot(1, 150);
     }
     FenceIndexOperator operator = new FenceIndexOperator(
-        GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(port, "slot_unreachable"), null);
+        GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_unreachable"), null);
     try (var harness = harness(operator)) {
       harness.initializeState(snapshot);
       harness.open();
@@ -107,7 +108,7 @@ class FenceIndexRecoveryTest {
       s.execute("DELETE FROM fences WHERE id = 'c'");
 
       OperatorSubtaskState snapshot;
-      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB)
+      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
           .writingFormat((byte) 9);
       try (var harness = harness(other)) {
         harness.open();
@@ -118,7 +119,7 @@ class FenceIndexRecoveryTest {
         snapshot = harness.snapshot(1, 10);
       }
       FenceIndexOperator operator = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_format"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_format"), null);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -161,7 +162,7 @@ class FenceIndexRecoveryTest {
       }
       // The state of a job that had read the source up to LSN 1: everything, by a consistent read.
       OperatorSubtaskState snapshot;
-      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
         harness.open();
         dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
             change -> {
@@ -181,7 +182,7 @@ class FenceIndexRecoveryTest {
       s.execute("SELECT pg_create_logical_replication_slot('slot_ahead', 'pgoutput')");
 
       FenceIndexOperator proven = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
       try (var harness = harness(proven)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -200,7 +201,7 @@ class FenceIndexRecoveryTest {
         insert.execute();
       }
       FenceIndexOperator skipped = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
       try (var harness = harness(skipped)) {
         harness.initializeState(snapshot);
         harness.open();
