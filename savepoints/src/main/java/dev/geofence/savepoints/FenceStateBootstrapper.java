@@ -19,7 +19,7 @@ import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
  * operator itself would hold them after applying those rows as snapshot edits: each fence with its
  * decoded geometry (none if it does not decode: the job would have refused it), each tombstone,
  * each bucket's fingerprint with its version, each key group's stream position, and (imported from
- * a snapshot file) the objects inside each fence.
+ * a snapshot file) each fence's geometry as the job held it and the objects inside it.
  */
 final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, BootstrapRow> {
 
@@ -64,7 +64,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
         }
         fence.update(change.delete
             ? StoredFence.of(change.seq, true, null, null, change.commitTime)
-            : StoredFence.of(change.seq, false, decode(change), change.tenant, change.commitTime));
+            : StoredFence.of(change.seq, false, geometry(row), change.tenant, change.commitTime));
         return;
       }
       case BUCKET_STATS:
@@ -78,7 +78,12 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
     }
   }
 
-  private FenceGeometry decode(FenceChange change) {
+  /** An imported fence's geometry as the job held it, or a source row's geometry decoded as the job decodes it. */
+  private FenceGeometry geometry(BootstrapRow row) {
+    if (row.coordinates != null) {
+      return FenceGeometry.fromArrays(row.coordinates, row.ringStarts, row.polygonStarts);
+    }
+    FenceChange change = row.change;
     try {
       if (change.geometryBytes != null) {
         return reader.readWkb(change.geometryBytes).geometry();

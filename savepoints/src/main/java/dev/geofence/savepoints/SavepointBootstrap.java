@@ -7,6 +7,10 @@ import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.snapshot.ArrowSnapshotFile;
+import dev.geofence.state.snapshot.FenceSnapshot;
+import dev.geofence.state.snapshot.SnapshotBucket;
+import dev.geofence.state.snapshot.SnapshotFence;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -53,17 +57,25 @@ public final class SavepointBootstrap {
   }
 
   /**
-   * Writes a savepoint from a snapshot file {@link ArrowSnapshotFile#export} wrote: the same
-   * fences, fingerprints and stream position, without reading the database. The job's slot must
-   * still hold the position, as for the savepoint exported.
+   * Writes a savepoint from a snapshot file {@link SavepointExport} wrote: the same fences (with
+   * their geometry as the job held it, and the objects inside them), fingerprints and stream
+   * position, without reading the database. The job's slot must still hold the position, as for
+   * the savepoint exported.
    */
-  public static Result writeFromArrow(Path file, String output, GeometryReadOptions geometryOptions) throws Exception {
-    ArrowSnapshotFile.Content content = ArrowSnapshotFile.read(file);
-    long fences = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && !r.change.delete).count();
-    long tombstones = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && r.change.delete).count();
-    writeRows(content.rows, content.lsn, content.commitTime, output, content.maxParallelism, geometryOptions,
+  public static Result writeFromArrow(Path file, String output) throws Exception {
+    FenceSnapshot snapshot = ArrowSnapshotFile.read(file);
+    List<BootstrapRow> rows = new ArrayList<>();
+    long tombstones = 0;
+    for (SnapshotFence fence : snapshot.fences()) {
+      rows.add(BootstrapRow.of(fence));
+      tombstones += fence.deleted() ? 1 : 0;
+    }
+    for (SnapshotBucket bucket : snapshot.buckets()) {
+      rows.add(BootstrapRow.of(bucket));
+    }
+    writeRows(rows, snapshot.lsn(), snapshot.commitTime(), output, snapshot.maxParallelism(), GeometryReadOptions.defaults(),
         GeometryFormat.WKB);
-    return new Result(content.lsn, fences, tombstones);
+    return new Result(snapshot.lsn(), snapshot.fences().size() - tombstones, tombstones);
   }
 
   private static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,

@@ -48,8 +48,7 @@ public final class SavepointCommand {
   private static int bootstrap(Options options, PrintStream out, PrintStream err) throws Exception {
     String arrow = options.get("from-arrow", null);
     if (arrow != null) {
-      SavepointBootstrap.Result result = SavepointBootstrap.writeFromArrow(
-          java.nio.file.Path.of(arrow), options.required("output"), GeometryReadOptions.defaults());
+      SavepointBootstrap.Result result = SavepointBootstrap.writeFromArrow(java.nio.file.Path.of(arrow), options.required("output"));
       out.printf("bootstrapped %s from %s: %,d fences and %,d tombstones at %s%n",
           options.required("output"), arrow, result.fences(), result.tombstones(), Lsn.format(result.lsn()));
       return 0;
@@ -128,7 +127,7 @@ public final class SavepointCommand {
         case "export": {
           Options options = Options.parse(args, 2, Set.of("to-arrow"));
           java.nio.file.Path file = java.nio.file.Path.of(options.required("to-arrow"));
-          long rows = ArrowSnapshotFile.export(args[1], file, err);
+          long rows = SavepointExport.export(args[1], file, err);
           out.printf("exported %,d fences of %s to %s%n", rows, args[1], file);
           return 0;
         }

@@ -205,25 +205,6 @@ class SavepointToolsITCase extends EndToEndFixture {
     }
   }
 
-  /** A snapshot file of another format fails to import, saying so. */
-  @Test
-  void anArrowFileOfAnotherFormatIsRefused() throws Exception {
-    Path file = temp.resolve("future.arrow");
-    org.apache.arrow.vector.types.pojo.Schema schema = new org.apache.arrow.vector.types.pojo.Schema(
-        List.of(org.apache.arrow.vector.types.pojo.Field.notNullable("id", org.apache.arrow.vector.types.pojo.ArrowType.Utf8.INSTANCE)),
-        Map.of("geofence.snapshot.format", "2"));
-    try (org.apache.arrow.memory.BufferAllocator allocator = new org.apache.arrow.memory.RootAllocator();
-        org.apache.arrow.vector.VectorSchemaRoot root = org.apache.arrow.vector.VectorSchemaRoot.create(schema, allocator);
-        java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(file,
-            java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE);
-        org.apache.arrow.vector.ipc.ArrowFileWriter writer = new org.apache.arrow.vector.ipc.ArrowFileWriter(root, null, channel)) {
-      writer.start();
-      writer.end();
-    }
-    assertThat(command(new String[] {"bootstrap", "--from-arrow", file.toString(), "--output", temp.resolve("x").toString()}))
-        .startsWith("2 ").contains("snapshot format 2", "it reads 1");
-  }
-
   /** What the last command printed on its error stream: progress, and errors. */
   private String lastErr = "";
 
