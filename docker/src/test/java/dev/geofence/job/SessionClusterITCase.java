@@ -3,7 +3,7 @@ package dev.geofence.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.model.Location;
-import dev.geofence.job.cli.GeofenceCommand;
+import dev.geofence.connectors.config.GeofenceOptions;
 import java.io.File;
 import java.net.ServerSocket;
 import java.net.URI;
@@ -152,7 +152,7 @@ class SessionClusterITCase extends EndToEndFixture {
     command.addAll(List.of(args));
     File output = Files.createTempFile(temp, "session-cluster", ".out").toFile();
     ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output);
-    builder.environment().put(GeofenceCommand.PASSWORD_ENV, password);
+    builder.environment().put(GeofenceOptions.PASSWORD_ENV, password);
     Process process = builder.start();
     boolean exited = process.waitFor(3, TimeUnit.MINUTES);
     if (!exited) {

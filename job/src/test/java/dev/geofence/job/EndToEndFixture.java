@@ -8,6 +8,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.model.GeofenceTrigger;
@@ -154,7 +155,7 @@ abstract class EndToEndFixture {
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(), JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
+            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(), GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
             JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
             source);
     if (triggersTopic != null) {

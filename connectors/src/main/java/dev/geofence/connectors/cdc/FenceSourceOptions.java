@@ -1,5 +1,6 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import java.io.Serializable;
 import java.net.URI;
 import java.time.Duration;
@@ -154,10 +155,10 @@ public final class FenceSourceOptions implements Serializable {
     private String url;
     private String username;
     private String password;
-    private String slotName = "geofence";
-    private String publicationName = "geofence_publication";
+    private String slotName = GeofenceOptions.SLOT.defaultValue();
+    private String publicationName = GeofenceOptions.PUBLICATION.defaultValue();
     private FenceTableColumns columns = FenceTableColumns.defaults();
-    private Duration heartbeatInterval = Duration.ofSeconds(1);
+    private Duration heartbeatInterval = GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue();
     private final Properties debeziumProperties = new Properties();
     private boolean streamFromSlot;
 
@@ -184,7 +185,7 @@ public final class FenceSourceOptions implements Serializable {
       return this;
     }
 
-    /** Defaults to {@code geofence_publication}, which the shipped migration creates. */
+    /** Defaults to the publication the shipped migration creates. */
     public Builder publicationName(String publicationName) {
       this.publicationName = publicationName;
       return this;
