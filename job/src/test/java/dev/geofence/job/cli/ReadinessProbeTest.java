@@ -2,6 +2,7 @@ package dev.geofence.job.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.job.Waiting;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.net.ServerSocket;
@@ -184,6 +185,7 @@ class ReadinessProbeTest {
 
     @Override
     public Long map(Long value) throws Exception {
+      // Throttles the endless sequence to ten records a second: the stand-in only has to run.
       Thread.sleep(100);
       return value;
     }
@@ -239,13 +241,8 @@ class ReadinessProbeTest {
 
   /** Flink fetches metrics periodically and starts jobs asynchronously: asks until the answer fits. */
   private static Result probeUntil(Predicate<String> answer, String... options) throws Exception {
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    Result r = probe(options);
-    while (!answer.test(r.out) && System.nanoTime() < deadline) {
-      Thread.sleep(200);
-      r = probe(options);
-    }
-    return r;
+    return Waiting.until("ready " + String.join(" ", options) + " to answer as expected", Duration.ofSeconds(60),
+        () -> probe(options), r -> answer.test(r.out));
   }
 
   private record Result(int status, String out, String err) {}
