@@ -2,15 +2,25 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.cli.GeofenceCommand;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import org.apache.flink.core.execution.JobClient;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Envelope;
 import org.locationtech.jts.geom.Geometry;
 import org.locationtech.jts.io.WKBWriter;
 
@@ -64,6 +74,72 @@ class GeofenceJobITCase extends EndToEndFixture {
     expectedLetters.addAll(List.of("location o-bad ERROR BAD_TIMESTAMP", "location null ERROR MALFORMED_JSON"));
     assertThat(Waiting.until("the dead letters " + expectedLetters, Duration.ofSeconds(30), this::deadLetters,
         letters -> letters.size() >= expectedLetters.size())).containsExactlyInAnyOrderElementsOf(expectedLetters);
+  }
+
+  /**
+   * A fences table of one's own (DESIGN section 3), its columns named otherwise and versioned by
+   * the migration's {@code geofence_versioning}, mapped by the run command's flags: the snapshot,
+   * the stream, the tenant scoping and a rebuild (its slot dropped while the job was down) all read
+   * it by those names, and the triggers and presence are the oracle's.
+   */
+  @Test
+  void aFencesTableOfItsOwnIsReadThroughTheColumnsMappedToIt() throws Exception {
+    database(embeddedServerUrl(), "", "geofence_mapped", 43, db -> {
+      try (Statement s = db.createStatement()) {
+        s.execute("CREATE TABLE zones (zone_id text PRIMARY KEY, seq bigint NOT NULL DEFAULT 1, shape bytea NOT NULL, org text)");
+        Migrations.applyVersioning(db);
+        s.execute("SELECT geofence_versioning('zones', 'zone_id')");
+      }
+    });
+    columns = FenceTableColumns.from(GeofenceCommand.RUN.parse(new String[] {
+        "--fences-table", "zones", "--id-column", "zone_id", "--geometry-column", "shape", "--tenant-column", "org"}, 0));
+    assertThat(columns.toString()).isEqualTo("public.zones(zone_id, seq, shape, org), public.fence_stats");
+    placeFences(0, 30);
+    JobClient first = start(2, "rocksdb");
+    moveObjects();
+    placeFences(0, 5);
+    deleteFences(5, 10);
+    createFences(30, 35);
+    // Two tenants' zones on one spot: a location of one tenant enters that tenant's only.
+    awaitClockPastLocations();
+    Geometry spot = JTS.toGeometry(new Envelope(50, 51, 20, 21));
+    try (PreparedStatement s = db.prepareStatement("INSERT INTO zones (zone_id, shape, org) VALUES (?, ?, ?)")) {
+      for (String tenant : List.of("acme", "other")) {
+        s.setString(1, tenant + "-zone");
+        s.setBytes(2, new WKBWriter().write(spot));
+        s.setString(3, tenant);
+        s.execute();
+      }
+    }
+    probeTenant("acme");
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE fence_id LIKE '%-zone'")).isEqualTo(1);
+
+    String savepoint = stopWithSavepoint(first);
+    placeFences(10, 15);
+    deleteFences(15, 18);
+    try (Statement s = db.createStatement()) {
+      s.execute("SELECT pg_drop_replication_slot('" + slot + "')");
+    }
+    JobClient second = start(2, "rocksdb", savepoint);
+    moveObjects();
+    probeTenant("other");
+    threeWayCheck("mapped", 20_000);
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
+        .allSatisfy(e -> assertThat(e.gapCheck()).as("the slot was dropped: %s", e).isEqualTo("gap"));
+  }
+
+  /** A location of {@code tenant} on the two tenants' zones: it enters its own tenant's only. */
+  private void probeTenant(String tenant) throws Exception {
+    Location probe = new Location("probe-" + tenant, nextLocationTime(), 50.5, 20.5, tenant);
+    // The oracle knows no tenants, and not these zones: it expects this ENTER only.
+    write(List.of(probe));
+    expected.add(probe.objectId + " " + tenant + "-zone ENTER " + probe.timestamp);
+    inside.put(probe.objectId, new HashSet<>(Set.of(tenant + "-zone")));
   }
 
   /**

@@ -40,6 +40,15 @@ public final class Migrations {
   /** The {@code fences} table in the given variant, then its versioning and {@code fence_stats}. */
   public static void applySource(Connection connection, GeometryColumn column) throws SQLException {
     execute(connection, column.resource);
+    applyVersioning(connection);
+  }
+
+  /**
+   * The versioning's tables and functions ({@code fence_stats}, {@code fence_tombstones}, ...,
+   * {@code geofence_versioning}), and the versioning of the {@code fences} table if there is one;
+   * a table of one's own is then versioned with {@code SELECT geofence_versioning('zones', 'zone_id')}.
+   */
+  public static void applyVersioning(Connection connection) throws SQLException {
     execute(connection, VERSIONING);
   }
 
