@@ -344,7 +344,7 @@ class ComposeFileTest {
     String versioning = Files.readString(docker.resolve("sql/source/fence-versioning.sql"));
     assertThat(job.options().get(GeofenceOptions.PUBLICATION))
         .as("the job's publication (--publication, or its default) vs the one fence-versioning.sql creates")
-        .isEqualTo(firstGroup("CREATE PUBLICATION (\\w+)", versioning, "fence-versioning.sql's publication"));
+        .isEqualTo(firstGroup("publication name DEFAULT '(\\w+)'", versioning, "the publication geofence_versioning creates by default"));
     assertThat(job.options().get(GeofenceOptions.SLOT))
         .as("the job's replication slot (--slot, or its default) must be a PostgreSQL slot name").matches("[a-z0-9_]{1,63}");
   }
