@@ -262,6 +262,20 @@ abstract class EndToEndFixture {
     this.parallelism = parallelism;
   }
 
+  /** A job that ran and was stopped with a savepoint. */
+  record StoppedRun(JobClient job, String savepoint) {}
+
+  /**
+   * The first run most cases begin with: the job started fresh, objects moved, its triggers the
+   * oracle's, then stopped with a savepoint.
+   */
+  StoppedRun runAndStopWithSavepoint(int parallelism, String stateBackend) throws Exception {
+    JobClient job = start(parallelism, stateBackend);
+    moveObjects();
+    assertTriggersAsOracle();
+    return new StoppedRun(job, stopWithSavepoint(job));
+  }
+
   /**
    * Stops the job with a savepoint and waits until its CDC source has let go of the slot, so that
    * edits made next can only reach a restored job through its catch-up.

@@ -34,16 +34,14 @@ class LeastPrivilegeITCase extends EndToEndFixture {
     user = "geofence_job";
     password = SECRET;
 
-    JobClient first = start(2, "rocksdb");
-    moveObjects();
-    assertTriggersAsOracle();
-    String savepoint = stopWithSavepoint(first);
+    StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
+    String savepoint = first.savepoint();
     placeFences(0, 4);
     deleteFences(4, 6);
     JobClient second = start(2, "rocksdb", savepoint);
     moveObjects();
     assertTriggersAsOracle();
-    assertWarmUps(first, 2, "fresh");
+    assertWarmUps(first.job(), 2, "fresh");
     assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
         .allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
 

@@ -42,18 +42,14 @@ class WarmStartITCase extends EndToEndFixture {
   void restoreCatchesUpOnEditsMadeWhileDownAndRescales() throws Exception {
     database("geofence_savepoint", 11);
     placeFences(0, 40);
-    JobClient first = start(2, "rocksdb");
-    moveObjects();
-    assertTriggersAsOracle();
-    String savepoint = stopWithSavepoint(first);
-
+    StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
     placeFences(0, 6);
     deleteFences(6, 14);
     createFences(6, 9);
     createFences(40, 46);
 
     // Locations arrive while the restored job warms up: held, none lost, none evaluated early.
-    JobClient second = start(3, "rocksdb", savepoint);
+    JobClient second = start(3, "rocksdb", first.savepoint());
     moveObjects();
     assertTriggersAsOracle();
     String again = stopWithSavepoint(second);
@@ -69,7 +65,7 @@ class WarmStartITCase extends EndToEndFixture {
     // Every subtask of each run warmed up; the restores (where no failover restarted them from a
     // checkpoint) caught up, the slot could not have moved on: its old reader had gone, and they
     // replayed the edits made while down.
-    assertThat(assertWarmUps(first, 2, "fresh")).filteredOn(e -> e.startMode().equals("fresh"))
+    assertThat(assertWarmUps(first.job(), 2, "fresh")).filteredOn(e -> e.startMode().equals("fresh"))
         .allSatisfy(e -> assertThat(e.gapCheck()).isEqualTo("not-needed"));
     for (JobClient restored : List.of(second, third)) {
       List<Episode> rows = assertWarmUps(restored, restored == second ? 3 : 1, "savepoint").stream()
@@ -173,10 +169,7 @@ class WarmStartITCase extends EndToEndFixture {
   private void restoreAfterLosingTheSlot(String database, SlotBreaker breaker) throws Exception {
     database(database, database.hashCode());
     placeFences(0, 30);
-    JobClient first = start(2, "hashmap");
-    moveObjects();
-    assertTriggersAsOracle();
-    String savepoint = stopWithSavepoint(first);
+    String savepoint = runAndStopWithSavepoint(2, "hashmap").savepoint();
     placeFences(0, 5);
     deleteFences(5, 10);
     breaker.breakSlot();
@@ -208,10 +201,7 @@ class WarmStartITCase extends EndToEndFixture {
     try (TcpProxy proxy = new TcpProxy("localhost", postgres.getPort())) {
       sourceUrl = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/geofence_unreachable";
       placeFences(0, 30);
-      JobClient first = start(2, "hashmap");
-      moveObjects();
-      assertTriggersAsOracle();
-      String savepoint = stopWithSavepoint(first);
+      String savepoint = runAndStopWithSavepoint(2, "hashmap").savepoint();
       placeFences(0, 5);
       deleteFences(5, 8);
 
@@ -276,10 +266,7 @@ class WarmStartITCase extends EndToEndFixture {
   void taskFailureDuringCatchUpRecovers(@InjectMiniCluster MiniCluster cluster) throws Exception {
     database("geofence_failover", 19);
     placeFences(0, 40);
-    JobClient first = start(2, "rocksdb");
-    moveObjects();
-    assertTriggersAsOracle();
-    String savepoint = stopWithSavepoint(first);
+    String savepoint = runAndStopWithSavepoint(2, "rocksdb").savepoint();
     // Thousands of edits, each its own transaction: a catch-up that takes a while.
     awaitClockPastLocations();
     try (PreparedStatement touch = db.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {

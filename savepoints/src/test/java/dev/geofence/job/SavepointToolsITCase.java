@@ -118,10 +118,7 @@ class SavepointToolsITCase extends EndToEndFixture {
   void aSavepointRoundTripsThroughAnArrowFile() throws Exception {
     database("geofence_arrow", 37);
     placeFences(0, 40);
-    JobClient first = start(2, "rocksdb");
-    moveObjects();
-    assertTriggersAsOracle();
-    String savepoint = stopWithSavepoint(first);
+    String savepoint = runAndStopWithSavepoint(2, "rocksdb").savepoint();
 
     Path file = temp.resolve("fences.arrow");
     assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported");
