@@ -28,9 +28,7 @@ public class BootstrapRow {
 
   /** A fence of a snapshot file, as a snapshot read of it. */
   static BootstrapRow of(SnapshotFence fence) {
-    FenceChange change = new FenceChange();
-    change.kind = FenceChange.Kind.FENCE;
-    change.snapshot = true;
+    FenceChange change = snapshotRead(FenceChange.Kind.FENCE);
     change.fenceId = fence.id();
     change.seq = fence.seq();
     change.delete = fence.deleted();
@@ -49,13 +47,18 @@ public class BootstrapRow {
 
   /** A bucket fingerprint of a snapshot file, as a snapshot read of it. */
   static BootstrapRow of(SnapshotBucket bucket) {
-    FenceChange stats = new FenceChange();
-    stats.kind = FenceChange.Kind.BUCKET_STATS;
-    stats.snapshot = true;
+    FenceChange stats = snapshotRead(FenceChange.Kind.BUCKET_STATS);
     stats.bucket = bucket.bucket();
     stats.fenceCount = bucket.fenceCount();
     stats.checksum = bucket.checksum();
     stats.seq = bucket.version();
     return new BootstrapRow(stats);
+  }
+
+  private static FenceChange snapshotRead(FenceChange.Kind kind) {
+    FenceChange change = new FenceChange();
+    change.kind = kind;
+    change.snapshot = true;
+    return change;
   }
 }
