@@ -2,9 +2,11 @@ package dev.geofence.bench;
 
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.index.PackedRTree;
 import dev.geofence.state.testing.Shapes;
 import java.lang.ref.Reference;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
@@ -19,15 +21,25 @@ import org.locationtech.jts.index.strtree.STRtree;
 
 /**
  * The fence index against the JTS baseline ({@code STRtree} over {@code PreparedGeometry}), side
- * by side in one run: build time from fences already in memory, single-thread point-check
- * throughput, and heap bytes per stored vertex. Both answer the same queries over the same fences,
- * and the run reports whether their answers agree.
+ * by side in one run: build time from fences already in memory, single-thread point checks per
+ * second, and heap bytes per stored vertex. Both answer the same queries over the same fences, and
+ * the run fails if any answer differs.
  *
- * <p>Fences are star-shaped polygons of {@code --vertices} vertices (radius 200 m to 2 km) spread
- * over a square that grows with their number, so a random point is covered by about one fence at
- * every size. The first pass over the query points is reported apart from the steady state, since
- * both indexes build per-fence structures on first use. Run with {@code bench/run index [--sizes 10000,100000,1200000] [--vertices 96]
- * [--seconds 5]}.
+ * <p>Fences are star-shaped polygons of {@code --fence-vertices} vertices (radius 200 m to 2 km)
+ * spread over a square that grows with their number, so a random point is covered by about 0.9
+ * fences at every size. Both sides get the same 1,048,576 uniformly random points in the same
+ * order, the same warm-up (a check of the answers, then one timed pass over all points, in which
+ * both build per-fence structures lazily: our coverage grids, JTS's point locators) and the same
+ * timed windows ({@link Measure}), after a discarded run of both at 20,000 fences that warms the JIT
+ * for every measured path. Ours is measured through the single-point query and through
+ * the batch query at batch sizes 1, 64 and 1024 (consecutive points of the same sequence), also
+ * with each batch first sorted along a Hilbert curve by the caller, for each tree packing of
+ * {@code --packing}.
+ *
+ * <p>{@code --vertices N,...} adds the big-fence rows of {@link BigFenceBenchmark}. Run with
+ * {@code bench/run index [--sizes 10000,100000,1200000] [--fence-vertices 96] [--packing
+ * str,hilbert] [--vertices 1000,20000,200000] [--seconds 5]}; with neither {@code --sizes} nor
+ * {@code --vertices}, both run at their defaults.
  */
 public final class IndexBenchmark {
 
@@ -35,6 +47,11 @@ public final class IndexBenchmark {
   private static final double MAX_RADIUS = 0.02;
   private static final int QUERY_POINTS = 1 << 20;
   private static final int AGREEMENT_SAMPLE = 20_000;
+  private static final int WINDOWS = 5;
+  private static final int WARM_UP_FENCES = 20_000;
+  private static final int[] BATCHES = {1, 64, 1024};
+  /** Batch sizes also measured with the points sorted along a Hilbert curve by the caller. */
+  private static final int[] SORTED_BATCHES = {64, 1024};
 
   private final int fences;
   private final int vertices;
@@ -52,138 +69,361 @@ public final class IndexBenchmark {
   }
 
   public static void main(String[] args) {
-    int[] sizes = {10_000, 100_000, 1_200_000};
+    int[] sizes = null;
+    int[] bigVertices = null;
     int vertices = 96;
     double seconds = 5;
+    List<PackedRTree.Packing> packings = List.of(PackedRTree.Packing.STR, PackedRTree.Packing.HILBERT);
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--sizes":
-          String[] parts = args[++i].split(",");
-          sizes = new int[parts.length];
-          for (int p = 0; p < parts.length; p++) {
-            sizes[p] = Integer.parseInt(parts[p].strip().replace("_", ""));
-          }
+          sizes = ints(args[++i]);
           break;
         case "--vertices":
+          bigVertices = ints(args[++i]);
+          break;
+        case "--fence-vertices":
           vertices = Integer.parseInt(args[++i]);
+          break;
+        case "--packing":
+          packings = new ArrayList<>();
+          for (String p : args[++i].split(",")) {
+            packings.add(PackedRTree.Packing.valueOf(p.strip().toUpperCase(Locale.ROOT)));
+          }
           break;
         case "--seconds":
           seconds = Double.parseDouble(args[++i]);
           break;
         default:
-          throw new IllegalArgumentException(
-              "unknown option " + args[i] + "; use --sizes N,N,... --vertices N --seconds S");
+          throw new IllegalArgumentException("unknown option " + args[i]
+              + "; use --sizes N,N,... --fence-vertices N --packing str,hilbert --vertices N,N,... --seconds S");
       }
     }
-    System.out.printf(
-        Locale.ROOT,
-        "Fence index vs JTS STRtree + PreparedGeometry; %d vertices per fence; java %s; %d cores; max heap %d MiB%n",
-        vertices, System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(),
-        Runtime.getRuntime().maxMemory() >> 20);
-    List<String> rows = new ArrayList<>();
-    for (int size : sizes) {
-      rows.addAll(new IndexBenchmark(size, vertices, seconds).run());
+    if (sizes == null && bigVertices == null) {
+      sizes = new int[] {10_000, 100_000, 1_200_000};
+      bigVertices = BigFenceBenchmark.DEFAULT_VERTICES;
     }
-    System.out.println();
-    System.out.println(
-        "| fences | index | build s | first-pass checks/s | steady checks/s, 1 thread | hits/check | heap B/vertex built | after queries | vs JTS: steady throughput | build speed | memory |");
-    System.out.println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    rows.forEach(System.out::println);
+    System.out.printf(
+        Locale.ROOT, "java %s; %d cores; max heap %d MiB; load average %s; %.1f s per figure in %d windows%n",
+        System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(),
+        Runtime.getRuntime().maxMemory() >> 20, Measure.load(), seconds, WINDOWS);
+    if (sizes != null) {
+      System.out.printf(Locale.ROOT, "Fence index vs JTS STRtree + PreparedGeometry; %d vertices per fence%n", vertices);
+      // The same warm-up for both sides before any figure: a small run through every code path
+      // that is measured, so that no build or first pass is timed while the JIT compiles.
+      new IndexBenchmark(WARM_UP_FENCES, vertices, 0.5).quietly(packings);
+      List<String> rows = new ArrayList<>();
+      for (int size : sizes) {
+        rows.addAll(new IndexBenchmark(size, vertices, seconds).run(packings));
+      }
+      System.out.println();
+      System.out.println(
+          "| fences | index | build s | first pass checks/s | single-point checks/s | batch of 1 | batch of 64 | batch of 1024 "
+              + "| sorted batch of 64 | sorted batch of 1024 | µs per batch of 64 / 1024 | hits/check | heap B/vertex built "
+              + "| after queries | vs JTS: single | batch of 1024 | per CPU-second: single | batch of 1024 | vs JTS: single | batch of 1024 |");
+      System.out.println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+      rows.forEach(System.out::println);
+    }
+    if (bigVertices != null) {
+      BigFenceBenchmark.run(bigVertices, seconds, WINDOWS);
+    }
+    System.out.printf(Locale.ROOT, "load average at the end %s%n", Measure.load());
+  }
+
+  private static int[] ints(String list) {
+    return Arrays.stream(list.split(",")).mapToInt(p -> Integer.parseInt(p.strip().replace("_", ""))).toArray();
   }
 
   /** What one index measured. */
   private static final class Result {
     double buildSeconds;
-    double coldChecksPerSecond;
-    double checksPerSecond;
+    long buildGcMillis;
+    double firstPass;
+    Measure.Rate single;
+    Measure.Rate[] batches = new Measure.Rate[BATCHES.length];
+    Measure.Rate[] sortedBatches = new Measure.Rate[SORTED_BATCHES.length];
     double hitsPerCheck;
+    long vertices;
     long heapBuilt;
     long heapQueried;
+    /** Per sample point, a hash of its sorted fence ids: compared, and small enough not to weigh on the heap figures. */
     int[] answers;
+    int[] batchAnswers;
   }
 
-  private List<String> run() {
-    double[] queries = queryPoints();
-    long[] storedVertices = {0};
+  /** A run whose figures are thrown away. */
+  private void quietly(List<PackedRTree.Packing> packings) {
+    java.io.PrintStream out = System.out;
+    System.setOut(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
+    try {
+      run(packings);
+    } finally {
+      System.setOut(out);
+    }
+  }
+
+  private List<String> run(List<PackedRTree.Packing> packings) {
+    double[] xs = new double[QUERY_POINTS];
+    double[] ys = new double[QUERY_POINTS];
+    SplittableRandom random = new SplittableRandom(99);
+    for (int i = 0; i < QUERY_POINTS; i++) {
+      xs[i] = random.nextDouble() * side;
+      ys[i] = random.nextDouble() * side;
+    }
+    List<Result> ours = new ArrayList<>();
     // Each index lives only inside its own method, so each heap figure stands alone.
-    Result ours = measureOurs(queries, storedVertices);
-    progress("geofence", ours, storedVertices[0]);
-    Result jts = measureJts(queries);
-    progress("jts", jts, storedVertices[0]);
-    int disagreements = 0;
-    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
-      disagreements += ours.answers[q] == jts.answers[q] ? 0 : 1;
+    for (PackedRTree.Packing packing : packings) {
+      Result r = measureOurs(packing, xs, ys);
+      progress("geofence, " + packing.name().toLowerCase(Locale.ROOT) + " packing", r);
+      ours.add(r);
     }
-    System.out.printf(Locale.ROOT, "  answers compared on %,d points: %d differ%n", AGREEMENT_SAMPLE, disagreements);
-    if (disagreements > 0) {
-      throw new IllegalStateException(disagreements + " answers differ from JTS: the figures are void");
+    Result jts = measureJts(xs, ys);
+    progress("JTS", jts);
+    for (Result r : ours) {
+      int differ = 0;
+      for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
+        differ += r.answers[q] == jts.answers[q] && r.batchAnswers[q] == jts.answers[q] ? 0 : 1;
+      }
+      System.out.printf(Locale.ROOT, "  answers compared on %,d points (single-point and batch queries): %d differ%n",
+          AGREEMENT_SAMPLE, differ);
+      if (differ > 0) {
+        throw new IllegalStateException(differ + " answers differ from JTS: the figures are void");
+      }
     }
-    long v = storedVertices[0];
     List<String> rows = new ArrayList<>();
+    for (int i = 0; i < ours.size(); i++) {
+      Result r = ours.get(i);
+      rows.add(String.format(
+          Locale.ROOT, "| %,d | geofence, %s packing | %.2f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %,.0f | %.0f / %.0f | %.2f | %.1f | %.1f | %.1fx | %.1fx | %,.0f | %,.0f | %.1fx | %.1fx |",
+          fences, packings.get(i).name(), r.buildSeconds, r.firstPass, r.single.median(),
+          r.batches[0].median(), r.batches[1].median(), r.batches[2].median(),
+          r.sortedBatches[0].median(), r.sortedBatches[1].median(),
+          1e6 * BATCHES[1] / r.batches[1].median(), 1e6 * BATCHES[2] / r.batches[2].median(), r.hitsPerCheck,
+          (double) r.heapBuilt / r.vertices, (double) r.heapQueried / r.vertices,
+          r.single.median() / jts.single.median(), r.batches[2].median() / jts.single.median(),
+          r.single.perCpuSecond(), r.batches[2].perCpuSecond(),
+          r.single.perCpuSecond() / jts.single.perCpuSecond(), r.batches[2].perCpuSecond() / jts.single.perCpuSecond()));
+    }
     rows.add(String.format(
-        Locale.ROOT, "| %,d | geofence | %.2f | %,.0f | %,.0f | %.2f | %.1f | %.1f | %.1fx | %.1fx | %.2fx |",
-        fences, ours.buildSeconds, ours.coldChecksPerSecond, ours.checksPerSecond, ours.hitsPerCheck,
-        (double) ours.heapBuilt / v, (double) ours.heapQueried / v,
-        ours.checksPerSecond / jts.checksPerSecond, jts.buildSeconds / ours.buildSeconds,
-        (double) ours.heapQueried / jts.heapQueried));
-    rows.add(String.format(
-        Locale.ROOT, "| %,d | JTS STRtree + PreparedGeometry | %.2f | %,.0f | %,.0f | %.2f | %.1f | %.1f | 1x | 1x | 1x |",
-        fences, jts.buildSeconds, jts.coldChecksPerSecond, jts.checksPerSecond, jts.hitsPerCheck,
-        (double) jts.heapBuilt / v, (double) jts.heapQueried / v));
+        Locale.ROOT, "| %,d | JTS STRtree + PreparedGeometry | %.2f | %,.0f | %,.0f | | | | | | | %.2f | %.1f | %.1f | 1x | | %,.0f | | 1x | |",
+        fences, jts.buildSeconds, jts.firstPass, jts.single.median(), jts.hitsPerCheck,
+        (double) jts.heapBuilt / jts.vertices, (double) jts.heapQueried / jts.vertices, jts.single.perCpuSecond()));
     return rows;
   }
 
-  private Result measureOurs(double[] queries, long[] storedVertices) {
+  private Result measureOurs(PackedRTree.Packing packing, double[] xs, double[] ys) {
     Result result = new Result();
-    long heapBefore = usedHeap();
+    long heapBefore = Measure.usedHeap();
     FenceGeometry[] geometries = new FenceGeometry[fences];
     Shapes shapes = new Shapes(factory, 1);
     for (int i = 0; i < fences; i++) {
       geometries[i] = flat(shape(shapes));
-      storedVertices[0] += geometries[i].vertexCount();
+      result.vertices += geometries[i].vertexCount();
     }
+    long gc0 = Measure.gcMillis();
     long t0 = System.nanoTime();
-    FenceIndex index = new FenceIndex();
+    FenceIndex index = new FenceIndex(
+        PackedRTree.DEFAULT_NODE_SIZE, FenceIndex.DEFAULT_OVERLAY_RATIO, FenceIndex.DEFAULT_MIN_OVERLAY, packing);
     for (int i = 0; i < fences; i++) {
       index.upsert("fence-" + i, null, geometries[i]);
     }
     index.prepareForQuery();
     result.buildSeconds = (System.nanoTime() - t0) / 1e9;
+    result.buildGcMillis = Measure.gcMillis() - gc0;
     geometries = null;
-    result.heapBuilt = usedHeap() - heapBefore;
-    measure(result, (x, y) -> {
-      int[] count = {0};
-      index.forEachCovering(x, y, null, id -> count[0]++);
-      return count[0];
-    }, queries);
-    result.heapQueried = usedHeap() - heapBefore;
+    result.heapBuilt = Measure.usedHeap() - heapBefore;
+
+    List<String> found = new ArrayList<>();
+    result.answers = new int[AGREEMENT_SAMPLE];
+    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
+      found.clear();
+      index.forEachCovering(xs[q], ys[q], null, found::add);
+      result.answers[q] = answer(found);
+    }
+    long[] hits = {0};
+    Cursor single = new Cursor();
+    result.firstPass = Measure.once(() -> {
+      for (int q = 0; q < QUERY_POINTS; q++) {
+        index.forEachCovering(xs[q], ys[q], null, id -> hits[0]++);
+      }
+      return QUERY_POINTS;
+    });
+    hits[0] = 0;
+    long checksBefore = single.checks;
+    result.single = Measure.rate(() -> {
+      for (int i = 0; i < 4096; i++) {
+        int q = single.next(1);
+        index.forEachCovering(xs[q], ys[q], null, id -> hits[0]++);
+      }
+      return 4096;
+    }, seconds, WINDOWS);
+    result.hitsPerCheck = (double) hits[0] / (single.checks - checksBefore);
+
+    for (int b = 0; b < BATCHES.length; b++) {
+      result.batches[b] = measureBatches(index, xs, ys, BATCHES[b], false, hits);
+    }
+    for (int b = 0; b < SORTED_BATCHES.length; b++) {
+      result.sortedBatches[b] = measureBatches(index, xs, ys, SORTED_BATCHES[b], true, hits);
+    }
+    result.heapQueried = Measure.usedHeap() - heapBefore;
+    result.batchAnswers = batchAnswers(index, xs, ys);
     // Keeps the index alive through the heap reading; the JIT may otherwise free it before.
     Reference.reachabilityFence(index);
     return result;
   }
 
-  private Result measureJts(double[] queries) {
+  /**
+   * Batches of consecutive points of the sequence, copied into the caller's arrays as an operator
+   * would fill them; when {@code sorted}, also put in order along a Hilbert curve over the fences'
+   * square first, inside the timed loop, so the figure includes what the sorting costs.
+   */
+  private Measure.Rate measureBatches(FenceIndex index, double[] xs, double[] ys, int size, boolean sorted, long[] hits) {
+    double[] bx = new double[size];
+    double[] by = new double[size];
+    long[] keys = new long[size];
+    double scale = 65535 / side;
+    Cursor cursor = new Cursor();
+    FenceIndex.CoveringConsumer count = (point, id) -> hits[0]++;
+    return Measure.rate(() -> {
+      int done = 0;
+      while (done < 4096) {
+        int from = cursor.next(size);
+        if (sorted) {
+          for (int i = 0; i < size; i++) {
+            long h = PackedRTree.hilbert((int) (xs[from + i] * scale), (int) (ys[from + i] * scale));
+            keys[i] = (h << 20) | i;
+          }
+          Arrays.sort(keys);
+          for (int i = 0; i < size; i++) {
+            int k = (int) (keys[i] & 0xfffff);
+            bx[i] = xs[from + k];
+            by[i] = ys[from + k];
+          }
+        } else {
+          System.arraycopy(xs, from, bx, 0, size);
+          System.arraycopy(ys, from, by, 0, size);
+        }
+        index.forEachCovering(bx, by, null, size, count);
+        done += size;
+      }
+      return done;
+    }, seconds, WINDOWS);
+  }
+
+  /** The sample's answers through the batch query, in batches of the largest size. */
+  private static int[] batchAnswers(FenceIndex index, double[] xs, double[] ys) {
+    int size = BATCHES[BATCHES.length - 1];
+    List<List<String>> found = new ArrayList<>();
+    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
+      found.add(new ArrayList<>());
+    }
+    for (int from = 0; from < AGREEMENT_SAMPLE; from += size) {
+      int n = Math.min(size, AGREEMENT_SAMPLE - from);
+      int offset = from;
+      index.forEachCovering(Arrays.copyOfRange(xs, from, from + n), Arrays.copyOfRange(ys, from, from + n), null, n,
+          (point, id) -> found.get(offset + point).add(id));
+    }
+    int[] answers = new int[AGREEMENT_SAMPLE];
+    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
+      answers[q] = answer(found.get(q));
+    }
+    return answers;
+  }
+
+  /** Where the next batch of the point sequence starts; wraps around. */
+  private static final class Cursor {
+    int position;
+    long checks;
+
+    int next(int size) {
+      if (position + size > QUERY_POINTS) {
+        position = 0;
+      }
+      int from = position;
+      position += size;
+      checks += size;
+      return from;
+    }
+  }
+
+  private record Fence(String id, PreparedGeometry geometry) {}
+
+  private Result measureJts(double[] xs, double[] ys) {
     Result result = new Result();
-    long heapBefore = usedHeap();
+    long heapBefore = Measure.usedHeap();
     Polygon[] polygons = new Polygon[fences];
     Shapes shapes = new Shapes(factory, 1);
     for (int i = 0; i < fences; i++) {
       polygons[i] = shape(shapes);
+      result.vertices += polygons[i].getNumPoints();
     }
+    long gc0 = Measure.gcMillis();
     long t0 = System.nanoTime();
     STRtree tree = new STRtree();
-    for (Polygon polygon : polygons) {
-      tree.insert(polygon.getEnvelopeInternal(), PreparedGeometryFactory.prepare(polygon));
+    for (int i = 0; i < fences; i++) {
+      tree.insert(polygons[i].getEnvelopeInternal(), new Fence("fence-" + i, PreparedGeometryFactory.prepare(polygons[i])));
     }
     tree.build();
     result.buildSeconds = (System.nanoTime() - t0) / 1e9;
+    result.buildGcMillis = Measure.gcMillis() - gc0;
     polygons = null;
-    result.heapBuilt = usedHeap() - heapBefore;
-    measure(result, (x, y) -> jtsCount(tree, x, y), queries);
+    result.heapBuilt = Measure.usedHeap() - heapBefore;
+
+    List<String> found = new ArrayList<>();
+    result.answers = new int[AGREEMENT_SAMPLE];
+    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
+      found.clear();
+      jtsCovering(tree, xs[q], ys[q], found);
+      result.answers[q] = answer(found);
+    }
+    long[] hits = {0};
+    result.firstPass = Measure.once(() -> {
+      for (int q = 0; q < QUERY_POINTS; q++) {
+        hits[0] += jtsCount(tree, xs[q], ys[q]);
+      }
+      return QUERY_POINTS;
+    });
+    hits[0] = 0;
+    Cursor cursor = new Cursor();
+    result.single = Measure.rate(() -> {
+      for (int i = 0; i < 4096; i++) {
+        int q = cursor.next(1);
+        hits[0] += jtsCount(tree, xs[q], ys[q]);
+      }
+      return 4096;
+    }, seconds, WINDOWS);
+    result.hitsPerCheck = (double) hits[0] / cursor.checks;
     // PreparedGeometry builds its point locators lazily, on first use: they count too.
-    result.heapQueried = usedHeap() - heapBefore;
+    result.heapQueried = Measure.usedHeap() - heapBefore;
     Reference.reachabilityFence(tree);
     return result;
+  }
+
+  private int jtsCount(STRtree tree, double x, double y) {
+    Point point = factory.createPoint(new Coordinate(x, y));
+    int count = 0;
+    for (Object candidate : tree.query(new Envelope(x, x, y, y))) {
+      if (((Fence) candidate).geometry().covers(point)) {
+        count++;
+      }
+    }
+    return count;
+  }
+
+  private void jtsCovering(STRtree tree, double x, double y, List<String> ids) {
+    Point point = factory.createPoint(new Coordinate(x, y));
+    for (Object candidate : tree.query(new Envelope(x, x, y, y))) {
+      Fence fence = (Fence) candidate;
+      if (fence.geometry().covers(point)) {
+        ids.add(fence.id());
+      }
+    }
+  }
+
+  private static int answer(List<String> ids) {
+    List<String> sorted = new ArrayList<>(ids);
+    sorted.sort(null);
+    return String.join(",", sorted).hashCode();
   }
 
   private Polygon shape(Shapes shapes) {
@@ -194,7 +434,7 @@ public final class IndexBenchmark {
     return shapes.star(cx, cy, 0.8 * rMax, rMax, vertices);
   }
 
-  private static FenceGeometry flat(Polygon polygon) {
+  static FenceGeometry flat(Polygon polygon) {
     Coordinate[] coordinates = polygon.getExteriorRing().getCoordinates();
     double[] xy = new double[2 * coordinates.length];
     for (int i = 0; i < coordinates.length; i++) {
@@ -204,87 +444,25 @@ public final class IndexBenchmark {
     return FenceGeometry.fromArrays(xy, new int[] {0, coordinates.length}, new int[] {0, 1});
   }
 
-  private double[] queryPoints() {
-    SplittableRandom random = new SplittableRandom(99);
-    double[] points = new double[2 * QUERY_POINTS];
-    for (int i = 0; i < points.length; i++) {
-      points[i] = random.nextDouble() * side;
-    }
-    return points;
-  }
-
-  private int jtsCount(STRtree tree, double x, double y) {
-    Point point = factory.createPoint(new Coordinate(x, y));
-    int count = 0;
-    for (Object candidate : tree.query(new Envelope(x, x, y, y))) {
-      if (((PreparedGeometry) candidate).covers(point)) {
-        count++;
+  private void progress(String name, Result r) {
+    StringBuilder batches = new StringBuilder();
+    if (r.batches[0] != null) {
+      for (int b = 0; b < BATCHES.length; b++) {
+        batches.append(String.format(Locale.ROOT, "; batch of %d %s", BATCHES[b], describe(r.batches[b])));
+      }
+      for (int b = 0; b < SORTED_BATCHES.length; b++) {
+        batches.append(String.format(Locale.ROOT, "; sorted batch of %d %s", SORTED_BATCHES[b], describe(r.sortedBatches[b])));
       }
     }
-    return count;
-  }
-
-  private interface Check {
-    int hits(double x, double y);
-  }
-
-  /**
-   * One pass over all query points first, timed as the cold rate: both indexes build per-fence
-   * structures lazily (our coverage grids, JTS's point locators) on a fence's first query. Then
-   * as many steady-state checks as fit in the configured time.
-   */
-  private void measure(Result result, Check check, double[] points) {
-    result.answers = new int[AGREEMENT_SAMPLE];
-    for (int q = 0; q < AGREEMENT_SAMPLE; q++) {
-      result.answers[q] = check.hits(points[2 * q], points[2 * q + 1]);
-    }
-    long start = System.nanoTime();
-    for (int q = 0; q < QUERY_POINTS; q++) {
-      check.hits(points[2 * q], points[2 * q + 1]);
-    }
-    result.coldChecksPerSecond = QUERY_POINTS / ((System.nanoTime() - start) / 1e9);
-    long[] steady = run(check, points, (long) (seconds * 1e9));
-    result.checksPerSecond = steady[0] / (steady[2] / 1e9);
-    result.hitsPerCheck = (double) steady[1] / steady[0];
-  }
-
-  private static long[] run(Check check, double[] points, long nanos) {
-    long checks = 0;
-    long hits = 0;
-    long start = System.nanoTime();
-    long elapsed;
-    int q = 0;
-    do {
-      for (int i = 0; i < 4096; i++) {
-        hits += check.hits(points[2 * q], points[2 * q + 1]);
-        q = (q + 1) & (QUERY_POINTS - 1);
-      }
-      checks += 4096;
-      elapsed = System.nanoTime() - start;
-    } while (elapsed < nanos);
-    return new long[] {checks, hits, elapsed};
-  }
-
-  private void progress(String name, Result r, long storedVertices) {
     System.out.printf(
         Locale.ROOT,
-        "%,d fences, %s: build %.2f s, first pass %,.0f checks/s, steady %,.0f checks/s, %.2f hits/check, %.1f B/vertex built, %.1f after queries%n",
-        fences, name, r.buildSeconds, r.coldChecksPerSecond, r.checksPerSecond, r.hitsPerCheck,
-        (double) r.heapBuilt / storedVertices, (double) r.heapQueried / storedVertices);
+        "%,d fences, %s: build %.2f s (GC %d ms), first pass %,.0f checks/s, single point %s%s; %.2f hits/check, %.1f B/vertex built, %.1f after queries%n",
+        fences, name, r.buildSeconds, r.buildGcMillis, r.firstPass, describe(r.single), batches, r.hitsPerCheck,
+        (double) r.heapBuilt / r.vertices, (double) r.heapQueried / r.vertices);
   }
 
-  private static long usedHeap() {
-    Runtime runtime = Runtime.getRuntime();
-    long used = Long.MAX_VALUE;
-    // Full collections until the figure settles, so garbage is not counted as retained.
-    for (int i = 0; i < 5; i++) {
-      System.gc();
-      long now = runtime.totalMemory() - runtime.freeMemory();
-      if (Math.abs(used - now) < (1 << 20)) {
-        return now;
-      }
-      used = now;
-    }
-    return used;
+  static String describe(Measure.Rate rate) {
+    return String.format(Locale.ROOT, "%,.0f checks/s (windows %,.0f to %,.0f; %,.0f per CPU-second; GC %d ms)",
+        rate.median(), rate.min(), rate.max(), rate.perCpuSecond(), rate.gcMillis());
   }
 }

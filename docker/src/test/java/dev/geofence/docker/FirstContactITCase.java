@@ -3,7 +3,7 @@ package dev.geofence.docker;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.Waiting;
-import dev.geofence.job.operator.LoadPhase;
+import dev.geofence.state.readiness.LoadPhase;
 import java.io.File;
 import java.io.IOException;
 import java.net.ServerSocket;

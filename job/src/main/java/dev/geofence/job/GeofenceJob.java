@@ -45,6 +45,9 @@ public final class GeofenceJob {
   public static final String HEARTBEAT_SINK_UID = "heartbeat-sink";
   public static final String HYDRATION_SINK_UID = "hydration-history-sink";
 
+  /** The fence index operator's name, which Flink's REST API lists its vertex under (the ready probe finds it so). */
+  public static final String FENCE_INDEX_NAME = "Fence index";
+
   /**
    * What the job reads and writes.
    *
@@ -100,12 +103,12 @@ public final class GeofenceJob {
     int keyGroups = env.getMaxParallelism();
     DataStream<FenceChange> edits = changes
         .flatMap((FenceChange c, Collector<FenceChange> out) -> {
-          if (c.kind == FenceChange.Kind.FENCE || c.kind == FenceChange.Kind.BUCKET_STATS) {
-            out.collect(c);
-          } else if (c.kind == FenceChange.Kind.HEARTBEAT) {
+          if (c.kind == FenceChange.Kind.HEARTBEAT) {
             for (int g = 0; g < keyGroups; g++) {
               out.collect(c.copyForKeyGroup(g));
             }
+          } else {
+            out.collect(c);
           }
         })
         .returns(FenceChange.class)
@@ -133,7 +136,7 @@ public final class GeofenceJob {
     SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
         .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
-        .transform("Fence index", TypeInformation.of(GeofenceTrigger.class),
+        .transform(FENCE_INDEX_NAME, TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
                 env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH)))
         .uid(FENCE_INDEX_UID);

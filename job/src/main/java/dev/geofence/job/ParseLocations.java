@@ -13,7 +13,6 @@ import org.apache.flink.util.OutputTag;
 final class ParseLocations extends ProcessFunction<String, Location> {
 
   private static final long serialVersionUID = 1L;
-  private static final int PAYLOAD_LIMIT = 4096;
 
   static final OutputTag<DeadLetter> DEAD_LETTERS =
       new OutputTag<>("location-dead-letters", TypeInformation.of(DeadLetter.class));
@@ -26,9 +25,8 @@ final class ParseLocations extends ProcessFunction<String, Location> {
     try {
       out.collect(LocationJson.parse(line));
     } catch (BadLocationException e) {
-      String payload = line.length() > PAYLOAD_LIMIT ? line.substring(0, PAYLOAD_LIMIT) : line;
       context.output(DEAD_LETTERS, new DeadLetter(
-          "location", e.objectId(), 0, "ERROR", e.reason().name(), e.getMessage(), payload, 0, System.currentTimeMillis()));
+          "location", e.objectId(), 0, "ERROR", e.reason().name(), e.getMessage(), line, 0, System.currentTimeMillis()));
     }
   }
 }

@@ -126,8 +126,6 @@ abstract class EndToEndFixture {
   /** The database user and password the job runs with ("" for the embedded server's postgres). */
   String user = "postgres";
   String password = "";
-  /** Start without a CDC snapshot, streaming from the slot (restoring a bootstrapped savepoint). */
-  boolean streamFromSlot;
   /** Where the triggers also go (a Kafka topic), or null. */
   Sink<GeofenceTrigger> triggersTopic;
   long checkpointIntervalMs = 1000;
@@ -215,7 +213,7 @@ abstract class EndToEndFixture {
 
   /**
    * Starts the job, restoring from {@code savepoint} unless it is null. A fresh job is waited for
-   * until it streams ({@link #awaitEvaluated}): its initial snapshot reads the table as it finds it,
+   * until it streams ({@link #awaitEvaluated}): its first read of the table reads it as it finds it,
    * timeless, so an edit made while it reads would reach locations older than the edit.
    */
   JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
@@ -231,7 +229,7 @@ abstract class EndToEndFixture {
     env.enableCheckpointing(checkpointIntervalMs);
     FenceSourceOptions source = FenceSourceOptions.builder()
         .url(sourceUrl == null ? url : sourceUrl).username(user).password(password).slotName(slot).columns(columns)
-        .heartbeatInterval(Duration.ofMillis(300)).streamFromSlot(streamFromSlot).build();
+        .heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
@@ -684,7 +682,7 @@ abstract class EndToEndFixture {
     HttpClient http = HttpClient.newHttpClient();
     ObjectMapper json = new ObjectMapper();
     for (JsonNode vertex : json.readTree(get(http, base)).path("vertices")) {
-      if (vertex.get("name").asText().contains("Fence index")) {
+      if (vertex.get("name").asText().contains(GeofenceJob.FENCE_INDEX_NAME)) {
         String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
         for (JsonNode m : json.readTree(get(http, metrics))) {
           if (m.get("id").asText().endsWith("." + metric)) {

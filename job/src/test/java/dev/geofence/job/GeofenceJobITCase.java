@@ -93,7 +93,7 @@ class GeofenceJobITCase extends EndToEndFixture {
     });
     columns = FenceTableColumns.from(GeofenceCommand.RUN.parse(new String[] {
         "--fences-table", "zones", "--id-column", "zone_id", "--geometry-column", "shape", "--tenant-column", "org"}, 0));
-    assertThat(columns.toString()).isEqualTo("public.zones(zone_id, seq, shape, org), public.fence_stats");
+    assertThat(columns.toString()).isEqualTo("public.zones(zone_id, seq, shape, org), public.fence_bucket_stats");
     placeFences(0, 30);
     JobClient first = start(2, "rocksdb");
     moveObjects();

@@ -47,7 +47,7 @@ class LeastPrivilegeITCase extends EndToEndFixture {
 
     try (Connection job = java.sql.DriverManager.getConnection(url, "geofence_job", SECRET); Statement s = job.createStatement()) {
       assertThatThrownBy(() -> s.execute("DELETE FROM fences")).hasMessageContaining("permission denied");
-      assertThatThrownBy(() -> s.execute("UPDATE fence_stats SET fence_count = 0")).hasMessageContaining("permission denied");
+      assertThatThrownBy(() -> s.execute("UPDATE fence_bucket_stats SET fence_count = 0")).hasMessageContaining("permission denied");
     }
     // Everything logged from INFO on, Flink CDC's and Debezium's configuration included.
     String log = Files.readString(Path.of("target/test-logs/all.log"), StandardCharsets.ISO_8859_1);

@@ -26,13 +26,13 @@ import org.apache.flink.state.api.SavepointWriter;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 
 /**
- * Writes a savepoint the job restores from directly, from the source of truth instead of a CDC
- * snapshot (issue 5, {@code bootstrap}): the job's replication slot is created first (if it does
- * not exist), then every fence, tombstone and bucket fingerprint is read in one consistent read, and
- * each key group's stream position is that read's LSN. The job restored from it with {@code
- * --startup slot} streams from the slot: what was committed between the slot's creation and the
- * read arrives again and is a duplicate, what came after is caught up; the gap check applies as on
- * any restore. The rows are held in memory while the savepoint is written.
+ * Writes a savepoint the job restores from directly, from the source of truth instead of a first
+ * read of the table by the job (issue 5, {@code bootstrap}): the job's replication slot is created
+ * first (if it does not exist), then every fence, tombstone and bucket fingerprint is read in one
+ * consistent read, and each key group's stream position is that read's LSN. The job restored from
+ * it streams from the slot (its CDC source has no state, and always starts from the slot): what was
+ * committed between the slot's creation and the read arrives again and is a duplicate, what came
+ * after is caught up; the gap check applies as on any restore. The rows are held in memory while the savepoint is written.
  */
 public final class SavepointBootstrap {
 

@@ -61,7 +61,7 @@ public final class SavepointCommand {
       "         edited since must hold the same fences at the same seqs; exit 0 when equal, 1 with the",
       "         differences",
       VERIFY.help(),
-      "bootstrap  a savepoint the job restores from (with run --startup slot) instead of a CDC snapshot:",
+      "bootstrap  a savepoint the job restores from instead of reading the table on its first start:",
       "         creates the job's slot if missing, then reads every fence in one consistent read;",
       "         --max-parallelism must be the job's. With --from-arrow, from a snapshot file instead,",
       "         without the database",
@@ -157,7 +157,7 @@ public final class SavepointCommand {
     try (Connection db = DriverManager.getConnection(url, BOOTSTRAP.required(options, GeofenceOptions.SOURCE_USER), password())) {
       SavepointBootstrap.Result result = SavepointBootstrap.write(db, columns, BOOTSTRAP.get(options, GeofenceOptions.SLOT), output,
           maxParallelism, GeometryReadOptions.defaults(), geometryFormat, err);
-      out.printf("bootstrapped %s: %,d fences and %,d tombstones read at %s; restore the job from it with run --startup slot%n",
+      out.printf("bootstrapped %s: %,d fences and %,d tombstones read at %s; restore the job from it with run --from-savepoint%n",
           output, result.fences(), result.tombstones(), Lsn.format(result.lsn()));
       return 0;
     }

@@ -55,15 +55,19 @@ public record SavepointVerification(
       throws SQLException {
     long[] sourceVersions = new long[FenceBuckets.COUNT];
     Map<String, Long> sourceLive = new HashMap<>();
-    long sourceFences;
-    long sourceChecksum;
+    long sourceFences = 0;
+    long sourceChecksum = 0;
     boolean autoCommit = db.getAutoCommit();
     db.setAutoCommit(false);
     db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
     try (Statement s = db.createStatement()) {
-      try (ResultSet r = s.executeQuery("SELECT bucket, version FROM " + columns.qualified(columns.bucketStatsTable()))) {
+      // The whole table's count and checksum are the buckets' sum and XOR (the fence_stats view).
+      try (ResultSet r = s.executeQuery(
+          "SELECT bucket, version, fence_count, checksum FROM " + columns.qualified(columns.bucketStatsTable()))) {
         while (r.next()) {
           sourceVersions[r.getInt(1)] = r.getLong(2);
+          sourceFences += r.getLong(3);
+          sourceChecksum ^= r.getLong(4);
         }
       }
       s.setFetchSize(10_000);
@@ -72,11 +76,6 @@ public record SavepointVerification(
         while (r.next()) {
           sourceLive.put(r.getString(1), r.getLong(2));
         }
-      }
-      try (ResultSet r = s.executeQuery("SELECT fence_count, checksum FROM " + columns.qualified(columns.statsTable()))) {
-        r.next();
-        sourceFences = r.getLong(1);
-        sourceChecksum = r.getLong(2);
       }
       db.commit();
     } finally {

@@ -98,7 +98,6 @@ class SavepointToolsITCase extends EndToEndFixture {
     placeFences(0, 5);
     deleteFences(5, 8);
     createFences(50, 53);
-    streamFromSlot = true;
     JobClient job = start(2, "rocksdb", savepoint);
     moveObjects();
     threeWayCheck("bootstrapped", 100_000);
@@ -137,7 +136,6 @@ class SavepointToolsITCase extends EndToEndFixture {
 
     placeFences(0, 5);
     deleteFences(5, 8);
-    streamFromSlot = true;
     // A bootstrapped savepoint holds no source's position: the restored job reads a new inbox.
     inbox = Files.createDirectories(temp.resolve("inbox-after-import"));
     start(3, "rocksdb", imported);

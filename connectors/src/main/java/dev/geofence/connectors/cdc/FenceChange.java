@@ -3,7 +3,7 @@ package dev.geofence.connectors.cdc;
 /**
  * One record of the fence change stream, as the CDC source's deserializer reads it: a fence edit
  * with its geometry still encoded (decoding is left to the keyed operator, which runs in parallel),
- * a new {@code fence_stats} row, or a heartbeat that only advances the stream's time. A Flink POJO.
+ * a bucket's new fingerprint, or a heartbeat that only advances the stream's time. A Flink POJO.
  */
 public class FenceChange {
 
@@ -11,8 +11,6 @@ public class FenceChange {
   public enum Kind {
     /** An insert, update or delete of a fence (or its snapshot read). */
     FENCE,
-    /** The source's {@code fence_stats} row after a transaction. */
-    STATS,
     /** One {@code fence_bucket_stats} row: the fingerprint of one bucket of fences. */
     BUCKET_STATS,
     /** Progress only: the stream has reached {@link #commitTime}. */
@@ -31,7 +29,7 @@ public class FenceChange {
   public String tenant;
   /** For {@link Kind#BUCKET_STATS}: the bucket; for a heartbeat's copy, the key group it is for. */
   public int bucket;
-  /** For {@link Kind#STATS} and {@link Kind#BUCKET_STATS}: the live fence count and checksum. */
+  /** For {@link Kind#BUCKET_STATS}: the bucket's live fence count and checksum. */
   public long fenceCount;
   public long checksum;
   /** The change's LSN; 0 for snapshot reads, which have none. */
@@ -61,8 +59,6 @@ public class FenceChange {
   @Override
   public String toString() {
     switch (kind) {
-      case STATS:
-        return "STATS{count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
       case BUCKET_STATS:
         return "BUCKET_STATS{bucket=" + bucket + ", count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
       case HEARTBEAT:

@@ -12,11 +12,11 @@ import org.apache.kafka.connect.source.SourceRecord;
 
 /**
  * Reads Debezium's Postgres change records for the fences table (its columns as {@link
- * FenceTableColumns} maps them), the tombstones, the stats tables and the heartbeat table into
- * {@link FenceChange}s. (The incremental source keeps Debezium's own heartbeat events to itself, so
- * the heartbeat is a real row the job writes and this reads back; see {@link FenceSource}.) The
- * geometry is passed on still encoded: PostGIS {@code geometry} arrives as a struct holding EWKB,
- * {@code bytea} as bytes, text as a string.
+ * FenceTableColumns} maps them), its tombstones, the bucket fingerprints and the heartbeat table
+ * into {@link FenceChange}s. (The incremental source keeps Debezium's own heartbeat events to
+ * itself, so the heartbeat is a real row the job writes and this reads back; see {@link
+ * FenceSource}.) The geometry is passed on still encoded: PostGIS {@code geometry} arrives as a
+ * struct holding EWKB, {@code bytea} as bytes, text as a string.
  *
  * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
  * delete is version {@code old seq + 1}, as the migration's tombstone records it.
@@ -66,19 +66,16 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
       }
       return;
     }
-    boolean bucketStats = columns.bucketStatsTable().equals(table);
-    if (bucketStats || columns.statsTable().equals(table)) {
+    if (columns.bucketStatsTable().equals(table)) {
       Struct row = value.getStruct("after");
       if (row == null) {
         return;
       }
       FenceChange change = new FenceChange();
-      change.kind = bucketStats ? FenceChange.Kind.BUCKET_STATS : FenceChange.Kind.STATS;
-      if (bucketStats) {
-        change.bucket = row.getInt32("bucket");
-        // The row's version, carried as its seq: a rebuilt bucket ignores older fingerprints.
-        change.seq = row.schema().field("version") == null ? 0 : row.getInt64("version");
-      }
+      change.kind = FenceChange.Kind.BUCKET_STATS;
+      change.bucket = row.getInt32("bucket");
+      // The row's version, carried as its seq: a rebuilt bucket ignores older fingerprints.
+      change.seq = row.schema().field("version") == null ? 0 : row.getInt64("version");
       change.fenceCount = row.getInt64("fence_count");
       change.checksum = row.getInt64("checksum");
       change.lsn = lsn;

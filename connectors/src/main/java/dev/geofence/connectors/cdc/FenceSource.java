@@ -5,9 +5,12 @@ import org.apache.flink.cdc.connectors.base.options.StartupOptions;
 import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.PostgresIncrementalSource;
 
 /**
- * The Flink CDC Postgres incremental source of fence changes: an initial snapshot of the fences
- * table (read in parallel chunks, without locks), then the logical replication stream through
- * {@code pgoutput} and a named slot, for the fences, stats and heartbeat tables.
+ * The Flink CDC Postgres incremental source of fence changes: the logical replication stream
+ * through {@code pgoutput} and a named slot, for the fences, tombstones, bucket fingerprint and
+ * heartbeat tables. It never snapshots the tables: a fresh start streams from the slot (created
+ * if missing), and each subtask of the fence index reads its own buckets of the table itself, in
+ * parallel, once the slot exists; the stream then redelivers what the reads saw (ignored by seq),
+ * and nothing committed after them is lost. A restored source resumes from its offset.
  *
  * <p>The job writes the heartbeat row itself ({@link #heartbeatSql}, on a timer of its own) and
  * reads it back here: Debezium's {@code heartbeat.action.query} would do the same, but only after
@@ -31,6 +34,11 @@ public final class FenceSource {
     // table at a time during the snapshot (FLINK-38907), and FOR ALL TABLES needs a superuser.
     debezium.setProperty("publication.autocreate.mode", "disabled");
     debezium.setProperty("publication.name", options.publicationName());
+    // A restored source asks for the slot while PostgreSQL may still count it active for the job
+    // before (its walsender not yet gone): Debezium retries, by default after 10 s, which was most
+    // of a deploy's restore. Asked every 200 ms instead, with the same half minute of patience.
+    debezium.setProperty("slot.retry.delay.ms", "200");
+    debezium.setProperty("slot.max.retries", "150");
     // Whatever the user passed through wins.
     debezium.putAll(options.debeziumProperties());
     return PostgresIncrementalSource.<FenceChange>builder()
@@ -38,16 +46,13 @@ public final class FenceSource {
         .port(options.port())
         .database(options.database())
         .schemaList(schema)
-        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.statsTable(),
-            schema + "." + columns.bucketStatsTable(), schema + "." + columns.heartbeatTable(),
-            schema + "." + columns.tombstonesTable())
+        .tableList(schema + "." + columns.fencesTable(), schema + "." + columns.bucketStatsTable(),
+            schema + "." + columns.heartbeatTable(), schema + "." + columns.tombstonesTable())
         .username(options.username())
         .password(options.password())
         .slotName(options.slotName())
         .decodingPluginName("pgoutput")
-        // A job restored from a bootstrapped savepoint already holds the fences: it streams from
-        // the slot the bootstrap created before its read, with no snapshot.
-        .startupOptions(options.streamFromSlot() ? StartupOptions.committed() : StartupOptions.initial())
+        .startupOptions(StartupOptions.committed())
         .heartbeatInterval(options.heartbeatInterval())
         // Confirm a position to the slot only three checkpoints after it completed (the SQL
         // connector's default; the builder's is 0), so a restore of a recent checkpoint can still

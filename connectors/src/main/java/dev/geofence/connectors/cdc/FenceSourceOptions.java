@@ -26,7 +26,6 @@ public final class FenceSourceOptions implements Serializable {
   private final FenceTableColumns columns;
   private final Duration heartbeatInterval;
   private final Properties debeziumProperties;
-  private final boolean streamFromSlot;
 
   private FenceSourceOptions(Builder b) {
     if (b.url == null) {
@@ -47,7 +46,6 @@ public final class FenceSourceOptions implements Serializable {
     this.heartbeatInterval = b.heartbeatInterval;
     this.debeziumProperties = new Properties();
     this.debeziumProperties.putAll(b.debeziumProperties);
-    this.streamFromSlot = b.streamFromSlot;
   }
 
   private static URI parse(String url) {
@@ -113,14 +111,6 @@ public final class FenceSourceOptions implements Serializable {
     return copy;
   }
 
-  /**
-   * Whether a fresh start skips the CDC snapshot and streams from the slot's confirmed position:
-   * for a job restored from a bootstrapped savepoint, which holds the fences but no source state.
-   */
-  public boolean streamFromSlot() {
-    return streamFromSlot;
-  }
-
   /** The JDBC URL of the fence database, without credentials. */
   public String jdbcUrl() {
     return "jdbc:postgresql://" + hostname + ":" + port + "/" + database;
@@ -135,8 +125,7 @@ public final class FenceSourceOptions implements Serializable {
     return port == that.port && hostname.equals(that.hostname) && database.equals(that.database)
         && username.equals(that.username) && password.equals(that.password) && slotName.equals(that.slotName)
         && publicationName.equals(that.publicationName) && columns.equals(that.columns)
-        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties)
-        && streamFromSlot == that.streamFromSlot;
+        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties);
   }
 
   @Override
@@ -160,7 +149,6 @@ public final class FenceSourceOptions implements Serializable {
     private FenceTableColumns columns = FenceTableColumns.defaults();
     private Duration heartbeatInterval = GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue();
     private final Properties debeziumProperties = new Properties();
-    private boolean streamFromSlot;
 
     private Builder() {}
 
@@ -204,12 +192,6 @@ public final class FenceSourceOptions implements Serializable {
     /** A Debezium property passed through as is (the {@code debezium.} prefix already removed). */
     public Builder debeziumProperty(String key, String value) {
       this.debeziumProperties.setProperty(key, value);
-      return this;
-    }
-
-    /** Skip the CDC snapshot and stream from the slot (see {@link FenceSourceOptions#streamFromSlot()}). */
-    public Builder streamFromSlot(boolean streamFromSlot) {
-      this.streamFromSlot = streamFromSlot;
       return this;
     }
 

@@ -18,7 +18,6 @@ public final class FenceTableColumns implements Serializable {
 
   private final String schema;
   private final String fencesTable;
-  private final String statsTable;
   private final String heartbeatTable;
   private final String bucketStatsTable;
   private final String tombstonesTable;
@@ -30,7 +29,6 @@ public final class FenceTableColumns implements Serializable {
   private FenceTableColumns(Builder b) {
     this.schema = identifier("schema", b.schema);
     this.fencesTable = identifier("fences table", b.fencesTable);
-    this.statsTable = identifier("stats table", b.statsTable);
     this.heartbeatTable = identifier("heartbeat table", b.heartbeatTable);
     this.bucketStatsTable = identifier("bucket stats table", b.bucketStatsTable);
     this.tombstonesTable = identifier("tombstones table", b.tombstonesTable);
@@ -85,10 +83,6 @@ public final class FenceTableColumns implements Serializable {
     return fencesTable;
   }
 
-  public String statsTable() {
-    return statsTable;
-  }
-
   public String heartbeatTable() {
     return heartbeatTable;
   }
@@ -126,7 +120,7 @@ public final class FenceTableColumns implements Serializable {
       return false;
     }
     FenceTableColumns that = (FenceTableColumns) o;
-    return schema.equals(that.schema) && fencesTable.equals(that.fencesTable) && statsTable.equals(that.statsTable)
+    return schema.equals(that.schema) && fencesTable.equals(that.fencesTable)
         && heartbeatTable.equals(that.heartbeatTable)
         && bucketStatsTable.equals(that.bucketStatsTable)
         && tombstonesTable.equals(that.tombstonesTable)
@@ -136,19 +130,18 @@ public final class FenceTableColumns implements Serializable {
 
   @Override
   public int hashCode() {
-    return Objects.hash(schema, fencesTable, statsTable, heartbeatTable, bucketStatsTable, tombstonesTable, id, seq, geometry, tenant);
+    return Objects.hash(schema, fencesTable, heartbeatTable, bucketStatsTable, tombstonesTable, id, seq, geometry, tenant);
   }
 
   @Override
   public String toString() {
-    return schema + "." + fencesTable + "(" + id + ", " + seq + ", " + geometry + ", " + tenant + "), " + schema + "." + statsTable;
+    return schema + "." + fencesTable + "(" + id + ", " + seq + ", " + geometry + ", " + tenant + "), " + schema + "." + bucketStatsTable;
   }
 
   /** Builder of {@link FenceTableColumns}; defaults match the shipped migration. */
   public static final class Builder {
     private String schema = "public";
     private String fencesTable = GeofenceOptions.FENCES_TABLE.defaultValue();
-    private String statsTable = "fence_stats";
     private String heartbeatTable = "fence_heartbeat";
     private String bucketStatsTable = "fence_bucket_stats";
     private String tombstonesTable = "fence_tombstones";
@@ -166,11 +159,6 @@ public final class FenceTableColumns implements Serializable {
 
     public Builder fencesTable(String fencesTable) {
       this.fencesTable = fencesTable;
-      return this;
-    }
-
-    public Builder statsTable(String statsTable) {
-      this.statsTable = statsTable;
       return this;
     }
 

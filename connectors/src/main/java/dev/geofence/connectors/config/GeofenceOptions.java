@@ -67,18 +67,24 @@ public final class GeofenceOptions {
       .withDescription("How often the job writes fence_heartbeat, which advances the fence clock while fences are idle;"
           + " shorter than three checkpoint intervals.");
 
-  /** What a start without source state reads first. */
+  /**
+   * The values {@link #STARTUP} once chose between. Both now mean what every start without source
+   * state does: stream from the slot (a fresh index reads its own buckets of the table once the slot
+   * exists; a bootstrapped savepoint holds the fences already).
+   */
   public enum Startup {
-    /** Snapshot the fences table, then stream. */
     SNAPSHOT,
-    /** Stream from the slot only: for a savepoint the savepoint tools bootstrapped. */
     SLOT
   }
 
+  /**
+   * Deprecated, and read by nothing: accepted, with its old values, so that the scripts that pass it
+   * keep working.
+   */
   public static final ConfigOption<Startup> STARTUP = key("geofence.source.startup").enumType(Startup.class)
       .defaultValue(Startup.SNAPSHOT)
-      .withDescription("Without source state: snapshot the table first, or stream from the slot only"
-          + " (restoring a savepoint that geofence-savepoints bootstrap wrote).");
+      .withDescription("Deprecated, changes nothing (accepted for scripts' sake): a start without source state always"
+          + " streams from the slot, and a fresh index reads its own buckets of the fences table once the slot exists.");
 
   /** Keys under this prefix are passed to Debezium, the prefix removed. */
   public static final String DEBEZIUM_PREFIX = "geofence.source.debezium.";

@@ -11,6 +11,9 @@ import java.util.UUID;
  */
 public class DeadLetter {
 
+  /** The most of an input a letter keeps, in characters: enough to replay a fence or a location line. */
+  public static final int PAYLOAD_LIMIT = 4096;
+
   /** Derived from the letter's content, so a replay upserts the same row instead of adding one. */
   public String letterId;
   /** Where it came from: {@code fence} or {@code location}. */
@@ -25,7 +28,7 @@ public class DeadLetter {
   public String reason;
   /** One sentence for a person. */
   public String detail;
-  /** The input as received (truncated to a bounded length), so it can be replayed. */
+  /** The input as received (its first {@link #PAYLOAD_LIMIT} characters), so it can be replayed. */
   public String payload;
   /** Event time of the input (commit time of an edit, or location time), epoch millis; 0 if unknown. */
   public long eventTime;
@@ -42,10 +45,10 @@ public class DeadLetter {
     this.severity = severity;
     this.reason = reason;
     this.detail = detail;
-    this.payload = payload;
+    this.payload = payload != null && payload.length() > PAYLOAD_LIMIT ? payload.substring(0, PAYLOAD_LIMIT) : payload;
     this.eventTime = eventTime;
     this.recordedAt = recordedAt;
-    String identity = source + "|" + key + "|" + seq + "|" + reason + "|" + eventTime + "|" + payload;
+    String identity = source + "|" + key + "|" + seq + "|" + reason + "|" + eventTime + "|" + this.payload;
     this.letterId = UUID.nameUUIDFromBytes(identity.getBytes(StandardCharsets.UTF_8)).toString();
   }
 

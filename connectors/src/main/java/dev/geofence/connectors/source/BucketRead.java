@@ -18,8 +18,8 @@ import java.util.function.Consumer;
 
 /**
  * Reads one subtask's share of the source of truth for a rebuild: the live fences, the tombstones
- * and the bucket fingerprints of the buckets whose key group ({@code bucket mod maxParallelism}) is
- * in the subtask's range, in one REPEATABLE READ transaction, so that all three are of the same
+ * and the bucket fingerprints of the buckets in the subtask's key groups ({@link
+ * FenceBuckets#inKeyGroups}), in one REPEATABLE READ transaction, so that all three are of the same
  * instant. Subtasks own disjoint buckets, so the whole job reads each fence once in total; each
  * query selects by {@code fence_bucket(id)}, which the migration indexes.
  *
@@ -80,8 +80,7 @@ public final class BucketRead {
   static Integer[] ownedBuckets(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
     List<Integer> owned = new ArrayList<>();
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
-      int group = b % maxParallelism;
-      if (group >= keyGroupStart && group <= keyGroupEnd) {
+      if (FenceBuckets.inKeyGroups(b, maxParallelism, keyGroupStart, keyGroupEnd)) {
         owned.add(b);
       }
     }

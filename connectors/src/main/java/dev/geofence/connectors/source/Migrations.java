@@ -10,8 +10,10 @@ import java.sql.Statement;
 
 /**
  * Applies the SQL migrations shipped under {@code docker/sql/} (packaged from there: one copy).
- * Every file is idempotent, so applying it to a database that has it is harmless. Used by the tests
- * and the demo; users apply the same files with psql.
+ * Every file is idempotent, so applying it to a database that has it is harmless, and the files of
+ * one call are applied in one transaction, which commits on the given connection (the versioning
+ * needs it: it locks the fences while it replaces their triggers). Used by the tests and the demo;
+ * users apply the same files with {@code psql --single-transaction}.
  */
 public final class Migrations {
 
@@ -37,16 +39,16 @@ public final class Migrations {
 
   private Migrations() {}
 
-  /** The {@code fences} table in the given variant, then its versioning and {@code fence_stats}. */
+  /** The {@code fences} table in the given variant, then its versioning and bucket fingerprints. */
   public static void applySource(Connection connection, GeometryColumn column) throws SQLException {
-    execute(connection, column.resource);
-    applyVersioning(connection);
+    execute(connection, column.resource, VERSIONING);
   }
 
   /**
-   * The versioning's tables and functions ({@code fence_stats}, {@code fence_tombstones}, ...,
-   * {@code geofence_versioning}), and the versioning of the {@code fences} table if there is one;
-   * a table of one's own is then versioned with {@code SELECT geofence_versioning('zones', 'zone_id')}.
+   * The versioning's tables and functions ({@code fence_bucket_stats}, {@code fence_tombstones},
+   * ..., {@code geofence_versioning}), and the versioning of the {@code fences} table if there is
+   * one; a table of one's own is then versioned with
+   * {@code SELECT geofence_versioning('zones', 'zone_id')}.
    */
   public static void applyVersioning(Connection connection) throws SQLException {
     execute(connection, VERSIONING);
@@ -80,11 +82,21 @@ public final class Migrations {
     execute(connection, JOB_ROLE);
   }
 
-  private static void execute(Connection connection, String resource) throws SQLException {
+  private static void execute(Connection connection, String... resources) throws SQLException {
+    boolean autoCommit = connection.getAutoCommit();
+    connection.setAutoCommit(false);
+    String resource = null;
     try (Statement statement = connection.createStatement()) {
-      statement.execute(read(resource));
+      for (String r : resources) {
+        resource = r;
+        statement.execute(read(r));
+      }
+      connection.commit();
     } catch (SQLException e) {
+      connection.rollback();
       throw new SQLException("applying " + resource + " failed: " + e.getMessage(), e.getSQLState(), e);
+    } finally {
+      connection.setAutoCommit(autoCommit);
     }
   }
 

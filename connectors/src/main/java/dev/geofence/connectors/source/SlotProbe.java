@@ -33,10 +33,10 @@ public final class SlotProbe {
   }
 
   /**
-   * The catch-up target: the versions of the given key groups' bucket fingerprints, then the
-   * source's WAL position and its {@code fence_stats} (live fences and their checksum). Read in
-   * that order, every version read was committed before the position: once the stream has passed
-   * it, each of those versions must have arrived. The position is the WAL insert position: with
+   * The catch-up target: the versions (and fence counts) of the given key groups' bucket
+   * fingerprints, then the source's WAL position. Read in that order, every version read was
+   * committed before the position: once the stream has passed it, each of those versions must have
+   * arrived. The position is the WAL insert position: with
    * {@code synchronous_commit = off} a transaction is visible before its WAL is written, so the
    * write position ({@code pg_current_wal_lsn()}) can lie before it.
    */
@@ -44,28 +44,26 @@ public final class SlotProbe {
       Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd) throws SQLException {
     long[] versions = new long[FenceBuckets.COUNT];
     Arrays.fill(versions, -1);
+    long fences = 0;
     try (PreparedStatement s = connection.prepareStatement(
-        "SELECT bucket, version FROM " + columns.qualified(columns.bucketStatsTable()) + " WHERE bucket = ANY(?)")) {
+        "SELECT bucket, version, fence_count FROM " + columns.qualified(columns.bucketStatsTable()) + " WHERE bucket = ANY(?)")) {
       s.setArray(1, connection.createArrayOf("int4", BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd)));
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
           versions[r.getInt(1)] = r.getLong(2);
+          fences += r.getLong(3);
         }
       }
     }
-    try (Statement s = connection.createStatement();
-        ResultSet r = s.executeQuery(
-            "SELECT pg_current_wal_insert_lsn()::text, fence_count, checksum FROM " + columns.qualified(columns.statsTable()))) {
-      if (!r.next()) {
-        throw new SQLException("the fence_stats row is missing: apply docker/sql/source/fence-versioning.sql");
-      }
-      return new CatchUpTarget(Lsn.parse(r.getString(1)), r.getLong(2), r.getLong(3), versions);
+    try (Statement s = connection.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
+      r.next();
+      return new CatchUpTarget(Lsn.parse(r.getString(1)), fences, versions);
     }
   }
 
   /**
-   * Where the stream must get to, and what the source held there: its live fences and their
-   * checksum, and per bucket its fingerprint's version (-1 for buckets not asked for).
+   * Where the stream must get to, and what the source held there: the live fences of the buckets
+   * asked for, and per bucket its fingerprint's version (-1 for buckets not asked for).
    */
-  public record CatchUpTarget(long lsn, long fenceCount, long checksum, long[] bucketVersions) {}
+  public record CatchUpTarget(long lsn, long fenceCount, long[] bucketVersions) {}
 }

@@ -23,6 +23,7 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -37,6 +38,8 @@ import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The command line: {@code run} submits the job (to a cluster with {@code flink run}, or on an
@@ -49,6 +52,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * or a configuration file, so it appears in no process list, log or help text.
  */
 public final class GeofenceCommand {
+
+  private static final Logger LOG = LoggerFactory.getLogger(GeofenceCommand.class);
 
   /** How often an embedded cluster's REST API fetches metrics: how stale {@code ready} may be. */
   public static final Duration READY_FRESHNESS = Duration.ofSeconds(1);
@@ -155,6 +160,11 @@ public final class GeofenceCommand {
     Configuration options = clusterConfiguration();
     options.addAll(given);
     RUN.checkKnown(options);
+    if (options.contains(GeofenceOptions.STARTUP)) {
+      // Read to refuse a bad value, as before; the value itself changes nothing any more.
+      LOG.warn("option {} is deprecated and changes nothing ({}): a start without source state always streams from the slot",
+          RUN.describe(GeofenceOptions.STARTUP.key()), RUN.get(options, GeofenceOptions.STARTUP).name().toLowerCase(Locale.ROOT));
+    }
     FenceTableColumns columns = FenceTableColumns.from(options);
     FenceSourceOptions.Builder source = FenceSourceOptions.builder()
         .url(RUN.required(options, GeofenceOptions.SOURCE_URL))
@@ -163,8 +173,7 @@ public final class GeofenceCommand {
         .slotName(RUN.get(options, GeofenceOptions.SLOT))
         .publicationName(RUN.get(options, GeofenceOptions.PUBLICATION))
         .columns(columns)
-        .heartbeatInterval(RUN.get(options, GeofenceOptions.HEARTBEAT_INTERVAL))
-        .streamFromSlot(RUN.get(options, GeofenceOptions.STARTUP) == GeofenceOptions.Startup.SLOT);
+        .heartbeatInterval(RUN.get(options, GeofenceOptions.HEARTBEAT_INTERVAL));
     CommandLine.withPrefix(options, GeofenceOptions.DEBEZIUM_PREFIX).forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
     String jobName = RUN.get(options, GeofenceOptions.JOB_NAME);

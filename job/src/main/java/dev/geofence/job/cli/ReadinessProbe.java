@@ -4,7 +4,9 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.config.CommandArguments;
-import dev.geofence.job.operator.LoadPhase;
+import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.operator.FenceIndexMetrics;
+import dev.geofence.state.readiness.LoadPhase;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.ConnectException;
@@ -65,9 +67,10 @@ final class ReadinessProbe {
               o.defaultValue() == null ? null : "default " + o.defaultValue()).stream())
           .collect(Collectors.joining("\n"));
 
-  private static final String VERTEX = "Fence index";
+  private static final String VERTEX = GeofenceJob.FENCE_INDEX_NAME;
   private static final String[] GAUGES = {
-    "index_ready", "index_load_phase", "index_completeness", "fences_loaded", "gap_detected", "buckets_unmatched", "catchup_lag_ms"};
+    FenceIndexMetrics.INDEX_READY, FenceIndexMetrics.LOAD_PHASE, FenceIndexMetrics.COMPLETENESS, FenceIndexMetrics.FENCES_LOADED,
+    FenceIndexMetrics.GAP_DETECTED, FenceIndexMetrics.BUCKETS_UNMATCHED, FenceIndexMetrics.CATCHUP_LAG_MS};
   private static final String FETCHED = " (Flink fetches metrics every metrics.fetcher.update-interval; ask again)";
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -173,7 +176,7 @@ final class ReadinessProbe {
         }
       }
     }
-    if (!ids.containsKey("index_ready")) {
+    if (!ids.containsKey(FenceIndexMetrics.INDEX_READY)) {
       throw new NotReady("the fence index has no index_ready metric yet" + FETCHED);
     }
     String query = ids.values().stream().map(id -> URLEncoder.encode(id, StandardCharsets.UTF_8)).collect(Collectors.joining(","));
@@ -191,14 +194,14 @@ final class ReadinessProbe {
           gauges.put(gauge, value);
         }
       });
-      Double ready = gauges.get("index_ready");
+      Double ready = gauges.get(FenceIndexMetrics.INDEX_READY);
       if (ready == null) {
         throw new NotReady("subtask " + index + " of the fence index has no index_ready metric yet" + FETCHED);
       }
       if (ready != 1) {
         notReady.add(reason(index, gauges));
       }
-      fences += gauges.getOrDefault("fences_loaded", 0.0).longValue();
+      fences += gauges.getOrDefault(FenceIndexMetrics.FENCES_LOADED, 0.0).longValue();
     }
     if (!notReady.isEmpty()) {
       throw new NotReady(String.join("; ", notReady));
@@ -240,24 +243,24 @@ final class ReadinessProbe {
 
   private static String reason(int index, Map<String, Double> gauges) {
     List<String> state = new ArrayList<>();
-    if (gauges.getOrDefault("gap_detected", 0.0) == 1) {
+    if (gauges.getOrDefault(FenceIndexMetrics.GAP_DETECTED, 0.0) == 1) {
       state.add("gap detected");
     }
-    Double code = gauges.get("index_load_phase");
+    Double code = gauges.get(FenceIndexMetrics.LOAD_PHASE);
     LoadPhase phase = code == null ? null : LoadPhase.ofCode(code.intValue());
     if (phase != null) {
       state.add(phase.toString());
     }
     List<String> details = new ArrayList<>();
-    Double completeness = gauges.get("index_completeness");
+    Double completeness = gauges.get(FenceIndexMetrics.COMPLETENESS);
     if (completeness != null && completeness < 1) {
       details.add(String.format(Locale.ROOT, "completeness %.2f", completeness));
     }
-    double unmatched = gauges.getOrDefault("buckets_unmatched", 0.0);
+    double unmatched = gauges.getOrDefault(FenceIndexMetrics.BUCKETS_UNMATCHED, 0.0);
     if (unmatched > 0) {
       details.add((long) unmatched + " buckets unmatched");
     }
-    double lag = gauges.getOrDefault("catchup_lag_ms", -1.0);
+    double lag = gauges.getOrDefault(FenceIndexMetrics.CATCHUP_LAG_MS, -1.0);
     if (phase == LoadPhase.CATCHING_UP && lag >= 0) {
       details.add(String.format(Locale.ROOT, "%.1f s behind", lag / 1000));
     }

@@ -2,9 +2,11 @@ package dev.geofence.job.operator;
 
 import dev.geofence.state.geom.FenceGeometry;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
+import org.apache.flink.api.common.typeutils.TypeSerializer;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
-import org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton;
+import org.apache.flink.core.memory.DataInputDeserializer;
 import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.apache.flink.core.memory.DataOutputView;
@@ -20,13 +22,19 @@ import org.apache.flink.core.memory.DataOutputView;
  *
  * <p>Format 1: version, length, seq, flags (1 = deleted, 2 = has geometry, 4 = has tenant), commit LSN,
  * commit time, [tenant], [polygon count, polygon offsets, ring count, ring offsets, vertex count,
- * coordinates].
+ * coordinates], all big-endian.
+ *
+ * <p>A value is read and written whole, in one call on the stream: a heap backend restores from
+ * (and checkpoints to) a file stream that Flink does not buffer, where a call per coordinate costs
+ * a system call each. The body goes through a buffer of this instance's, so an instance is used by
+ * one thread at a time ({@link #duplicate()} gives each its own).
  */
-public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredFence> {
+public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
 
   private static final long serialVersionUID = 1L;
 
   public static final byte FORMAT_VERSION = 1;
+  /** The prototype: Flink duplicates it for every state and thread that uses it. */
   public static final StoredFenceSerializer INSTANCE = new StoredFenceSerializer();
 
   private static final int DELETED = 1;
@@ -35,6 +43,9 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
 
   /** The version written; the current one, except in tests of what an older release meets. */
   private final byte writtenVersion;
+  private transient DataOutputSerializer writeBuffer;
+  /** The bytes of a value being read, or of the coordinates being written. */
+  private transient byte[] bytes;
 
   private StoredFenceSerializer() {
     this(FORMAT_VERSION);
@@ -47,6 +58,11 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
   @Override
   public boolean isImmutableType() {
     return true;
+  }
+
+  @Override
+  public TypeSerializer<StoredFence> duplicate() {
+    return new StoredFenceSerializer(writtenVersion);
   }
 
   @Override
@@ -71,7 +87,13 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
 
   @Override
   public void serialize(StoredFence fence, DataOutputView out) throws IOException {
-    DataOutputSerializer body = new DataOutputSerializer(64);
+    if (writeBuffer == null) {
+      writeBuffer = new DataOutputSerializer(4096);
+    }
+    DataOutputSerializer body = writeBuffer;
+    body.clear();
+    body.writeByte(writtenVersion);
+    body.writeInt(0); // the body's length, set below
     body.writeLong(fence.seq);
     int flags = (fence.deleted ? DELETED : 0) | (fence.geometry != null ? HAS_GEOMETRY : 0) | (fence.tenant != null ? HAS_TENANT : 0);
     body.writeByte(flags);
@@ -85,12 +107,12 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
       writeInts(body, fence.geometry.ringStarts());
       double[] xy = fence.geometry.coordinates();
       body.writeInt(xy.length);
-      for (double v : xy) {
-        body.writeDouble(v);
-      }
+      byte[] coordinates = buffer(8 * xy.length);
+      ByteBuffer.wrap(coordinates, 0, 8 * xy.length).asDoubleBuffer().put(xy);
+      body.write(coordinates, 0, 8 * xy.length);
     }
-    out.writeByte(writtenVersion);
-    out.writeInt(body.length());
+    int length = body.length() - 5;
+    ByteBuffer.wrap(body.getSharedBuffer(), 1, 4).putInt(length);
     out.write(body.getSharedBuffer(), 0, body.length());
   }
 
@@ -102,19 +124,22 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
       in.skipBytesToRead(length);
       return StoredFence.UNREADABLE;
     }
-    long seq = in.readLong();
-    int flags = in.readByte();
-    long lsn = in.readLong();
-    long time = in.readLong();
-    String tenant = (flags & HAS_TENANT) != 0 ? in.readUTF() : null;
+    byte[] value = buffer(length);
+    in.readFully(value, 0, length);
+    DataInputDeserializer body = new DataInputDeserializer(value, 0, length);
+    long seq = body.readLong();
+    int flags = body.readByte();
+    long lsn = body.readLong();
+    long time = body.readLong();
+    String tenant = (flags & HAS_TENANT) != 0 ? body.readUTF() : null;
     FenceGeometry geometry = null;
     if ((flags & HAS_GEOMETRY) != 0) {
-      int[] polygons = readInts(in);
-      int[] rings = readInts(in);
-      double[] xy = new double[in.readInt()];
-      for (int i = 0; i < xy.length; i++) {
-        xy[i] = in.readDouble();
-      }
+      int[] polygons = readInts(body);
+      int[] rings = readInts(body);
+      double[] xy = new double[body.readInt()];
+      int at = body.getPosition();
+      ByteBuffer.wrap(value, at, 8 * xy.length).asDoubleBuffer().get(xy);
+      body.skipBytesToRead(8 * xy.length);
       geometry = FenceGeometry.fromArrays(xy, rings, polygons);
     }
     return new StoredFence(seq, (flags & DELETED) != 0, geometry, tenant, lsn, time);
@@ -134,6 +159,13 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
     target.write(source, length);
   }
 
+  private byte[] buffer(int length) {
+    if (bytes == null || bytes.length < length) {
+      bytes = new byte[Math.max(length, 4096)];
+    }
+    return bytes;
+  }
+
   private static void writeInts(DataOutputView out, int[] values) throws IOException {
     out.writeInt(values.length);
     for (int v : values) {
@@ -150,6 +182,16 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
   }
 
   @Override
+  public boolean equals(Object o) {
+    return o instanceof StoredFenceSerializer && ((StoredFenceSerializer) o).writtenVersion == writtenVersion;
+  }
+
+  @Override
+  public int hashCode() {
+    return StoredFenceSerializer.class.hashCode() + writtenVersion;
+  }
+
+  @Override
   public TypeSerializerSnapshot<StoredFence> snapshotConfiguration() {
     return new Snapshot();
   }
@@ -157,7 +199,8 @@ public final class StoredFenceSerializer extends TypeSerializerSingleton<StoredF
   /** Serializer snapshot; the per-value version byte carries the format's evolution. */
   public static final class Snapshot extends SimpleTypeSerializerSnapshot<StoredFence> {
     public Snapshot() {
-      super(() -> INSTANCE);
+      // A new instance each time: a restore may read with it while another subtask does too.
+      super(StoredFenceSerializer::new);
     }
   }
 }

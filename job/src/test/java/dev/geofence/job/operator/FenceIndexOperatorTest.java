@@ -194,6 +194,23 @@ class FenceIndexOperatorTest {
     }
   }
 
+  @Test
+  void aRedeliveredVersionIsCountedButNeverDecoded() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      source.send(upsert("a", 2, SQUARE, true, 0));
+      // Bytes that do not parse: decoded, they would be a dead letter.
+      source.send(rawUpsert("a", 2, new byte[] {1, 3, 0}));
+      source.send(rawUpsert("a", 1, new byte[] {1, 3, 0}));
+      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+      assertThat(operator.fences().duplicateCount()).isEqualTo(1);
+      assertThat(operator.fences().staleCount()).isEqualTo(1);
+      assertThat(harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS)).as("no dead letter: nothing was decoded").isNull();
+      assertThat(operator.fences().index().get("a")).as("the stored version stays").isNotNull();
+    }
+  }
+
   @ParameterizedTest
   @ValueSource(strings = {"hashmap", "rocksdb"})
   void restoreKeepsMembershipAndPendingLocationsAcrossRescaling(String backend) throws Exception {

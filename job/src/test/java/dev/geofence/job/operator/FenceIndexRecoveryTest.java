@@ -11,15 +11,19 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.Waiting;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.readiness.LoadPhase;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.ServerSocket;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
@@ -32,7 +36,8 @@ import org.locationtech.jts.io.WKTReader;
 /**
  * The operator's side of the restore protocol against a real PostgreSQL: the gap check retried
  * while the database is unreachable, and a rebuild from the source of truth when the restored state
- * is of a format this release cannot read.
+ * is of a format this release cannot read. The database work runs on the recovery's own thread;
+ * the tests move the harness's processing time on until its outcome has been taken.
  */
 class FenceIndexRecoveryTest {
 
@@ -66,7 +71,7 @@ class FenceIndexRecoveryTest {
       assertThat(operator.phase()).isEqualTo(LoadPhase.GAP_CHECK);
       harness.processElement2(location("o1", 500, 5, 5), 500);
       harness.processBothWatermarks(new Watermark(1000));
-      harness.setProcessingTime(FenceIndexOperator.RETRY_INTERVAL_MS + 1);
+      advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "unreachable".equals(e.gapCheck)), "the check found the database unreachable");
       assertThat(triggers(harness)).as("nothing evaluated while the gap check cannot run").isEmpty();
       assertThat(operator.phase()).as("still retrying").isEqualTo(LoadPhase.GAP_CHECK);
 
@@ -75,8 +80,7 @@ class FenceIndexRecoveryTest {
           Statement s = db.createStatement()) {
         Migrations.applySource(db, Migrations.GeometryColumn.WKB);
         s.execute("SELECT pg_create_logical_replication_slot('slot_unreachable', 'pgoutput')");
-        harness.setProcessingTime(3 * FenceIndexOperator.RETRY_INTERVAL_MS + 1);
-        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready once the database is back");
         assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
       }
       List<HydrationEpisode> rows = episodes(harness);
@@ -123,6 +127,8 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
+        assertThat(operator.phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !operator.recovering(), "the rebuild's read");
         assertThat(operator.phase()).as("rebuilt, waiting for the stream to pass the read").isEqualTo(LoadPhase.CATCHING_UP);
         assertThat(operator.fences().seqOf("a")).isEqualTo(2);
         assertThat(operator.fences().isLive("b")).isTrue();
@@ -138,6 +144,49 @@ class FenceIndexRecoveryTest {
         assertThat(last.gapCheck).isEqualTo("gap");
         assertThat(last.gapReason).contains("state format");
         assertThat(last.hydratedAt).isPositive();
+      }
+    }
+  }
+
+  /**
+   * A fresh start reads its buckets from the source; state checkpointed before that read was done
+   * lacks fences the stream will never bring again, so a restore of it reads them again.
+   */
+  @Test
+  void aCheckpointTakenDuringTheFreshStartsReadIsReadAgainWhenRestored() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_fresh', 'pgoutput')");
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+        for (int i = 0; i < 20; i++) {
+          insert.setString(1, "fence-" + i);
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(SQUARE)));
+          insert.execute();
+        }
+      }
+      OperatorSubtaskState snapshot;
+      FenceIndexOperator fresh = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+      try (var harness = harness(fresh)) {
+        harness.open();
+        assertThat(fresh.phase()).isEqualTo(LoadPhase.LOADING);
+        // The read's rows are taken only as processing time moves on: none yet.
+        snapshot = harness.snapshot(1, 10);
+      }
+      FenceIndexOperator restored = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+      try (var harness = harness(restored)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(restored.phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !restored.recovering(), "the read again");
+        heartbeat(harness, FAR_LSN, 20);
+        assertThat(restored.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(restored.fences().checksum().count()).isEqualTo(20);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.gapReason).isEqualTo(FenceIndexOperator.INCOMPLETE_LOAD);
       }
     }
   }
@@ -186,6 +235,7 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(proven)) {
         harness.initializeState(snapshot);
         harness.open();
+        advanceUntil(harness, () -> !proven.recovering(), "the gap check");
         assertThat(proven.phase()).as("the versions are not proven until the stream passes the target").isEqualTo(LoadPhase.CATCHING_UP);
         heartbeat(harness, FAR_LSN, 20);
         assertThat(proven.phase()).isEqualTo(LoadPhase.READY);
@@ -205,10 +255,11 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(skipped)) {
         harness.initializeState(snapshot);
         harness.open();
+        advanceUntil(harness, () -> !skipped.recovering(), "the gap check");
         assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(1);
         heartbeat(harness, FAR_LSN, 40);
         assertThat(skipped.phase()).as("fence-8's edits lay before the slot's position").isEqualTo(LoadPhase.REBUILDING);
-        harness.setProcessingTime(1);
+        advanceUntil(harness, () -> !skipped.recovering(), "the rebuild's read");
         assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(3);
         // The rebuild learns of the delete from the tombstone the re-creation kept: o1 EXITs.
         assertThat(triggers(harness)).singleElement()
@@ -224,6 +275,22 @@ class FenceIndexRecoveryTest {
   }
 
   // ---- helpers ----------------------------------------------------------------------------------
+
+  /**
+   * Moves the harness's processing time on in the operator's poll steps, so that its timers take
+   * what the recovery thread has done, until {@code condition} holds; fails saying what it awaited.
+   */
+  private static void advanceUntil(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
+      BooleanSupplier condition, String what) throws Exception {
+    Waiting.until(what, Duration.ofMinutes(1), () -> {
+      if (condition.getAsBoolean()) {
+        return true;
+      }
+      harness.setProcessingTime(harness.getProcessingTime() + FenceIndexOperator.RECOVERY_POLL_MS);
+      return false;
+    });
+  }
+
 
   private static FenceSourceOptions options(int port, String slot) {
     return FenceSourceOptions.builder()
@@ -251,8 +318,10 @@ class FenceIndexRecoveryTest {
 
   private static List<HydrationEpisode> episodes(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
     List<HydrationEpisode> rows = new ArrayList<>();
-    for (StreamRecord<HydrationEpisode> r : h.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)) {
-      rows.add(r.getValue());
+    if (h.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES) != null) {
+      for (StreamRecord<HydrationEpisode> r : h.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)) {
+        rows.add(r.getValue());
+      }
     }
     return rows;
   }

@@ -3,7 +3,9 @@ package dev.geofence.state.checksum;
 /**
  * The bucket of a fence: the low 12 bits of the first 4 bytes of md5(id), one of {@value #COUNT}.
  * PostgreSQL computes the same ({@code fence_bucket(id)} in the migration) and keeps a fingerprint
- * per bucket, so a subtask owning some buckets can check exactly its own fences. Stateless.
+ * per bucket, so a subtask owning some buckets can check exactly its own fences. Bucket b lives in
+ * Flink key group {@code b mod maxParallelism} (the job's keys make it so), which is why the max
+ * parallelism must divide {@value #COUNT}. The one place of both rules. Stateless.
  */
 public final class FenceBuckets {
 
@@ -14,5 +16,24 @@ public final class FenceBuckets {
 
   public static int of(String fenceId) {
     return (int) Md5.firstBytes(fenceId, 4) & (COUNT - 1);
+  }
+
+  /** The Flink key group of bucket {@code bucket} at {@code maxParallelism}. */
+  public static int keyGroup(int bucket, int maxParallelism) {
+    return bucket % maxParallelism;
+  }
+
+  /** Whether bucket {@code bucket} lives in key groups {@code [keyGroupStart, keyGroupEnd]}. */
+  public static boolean inKeyGroups(int bucket, int maxParallelism, int keyGroupStart, int keyGroupEnd) {
+    int group = keyGroup(bucket, maxParallelism);
+    return group >= keyGroupStart && group <= keyGroupEnd;
+  }
+
+  /** Checks that subtasks can own whole buckets: {@code maxParallelism} divides {@value #COUNT}. */
+  public static void checkMaxParallelism(int maxParallelism) {
+    if (maxParallelism < 1 || COUNT % maxParallelism != 0) {
+      throw new IllegalArgumentException("the job's max parallelism must divide " + COUNT
+          + " (a power of two up to it), so that subtasks own whole fence buckets; it is " + maxParallelism);
+    }
   }
 }

@@ -18,8 +18,12 @@ import org.locationtech.jts.geom.Polygon;
  *
  * <p>Instances are only created from geometries that passed {@link FenceGeometryReader}'s checks
  * (finite, in range, closed rings, valid), which is what lets {@link PointInFence} decide coverage
- * by crossing parity over all rings. Immutable and thread-safe; the arrays are never exposed for
- * writing.
+ * by crossing parity over all rings. A fence builds what speeds up its checks on its first query:
+ * a {@link CoverageGrid} (16 x 16 cells, finer for a big fence) and, from {@value
+ * EdgeBands#MIN_VERTICES} vertices on, its {@link EdgeBands}, so that a check of a fence of n
+ * vertices reads a few of its edges rather than all n. Immutable and thread-safe (the lazily
+ * built parts are equal whoever builds them, and safe to see half-built); the arrays are never
+ * exposed for writing.
  */
 public final class FenceGeometry {
 
@@ -39,6 +43,12 @@ public final class FenceGeometry {
    * twice; both builds are equal, and a partly visible grid only sends points to the kernel.
    */
   private long[] grid;
+
+  /**
+   * The {@link EdgeBands} of a big fence, built on the first query that needs them; null until
+   * then and for smaller fences. Its fields are final, so a racing reader sees it whole.
+   */
+  private EdgeBands edgeBands;
 
   private static final long[] NO_GRID = new long[0];
 
@@ -140,7 +150,32 @@ public final class FenceGeometry {
 
   /** Whether the point lies inside or on the boundary of this fence (PostGIS {@code ST_Covers}). */
   public boolean covers(double x, double y) {
-    return PointInFence.covers(this, x, y);
+    return PointInFence.covers(this, x, y, true);
+  }
+
+  /**
+   * The same answer as {@link #covers}, for a caller that keeps a {@link CoverageGrid#COARSE}
+   * grid of this fence itself and asks only about points that grid left open: skips this fence's
+   * own grid unless the fence is big enough for a finer one.
+   */
+  public boolean coversNearBoundary(double x, double y) {
+    return PointInFence.covers(this, x, y, vertexCount() >= EdgeBands.MIN_VERTICES);
+  }
+
+  /**
+   * Reads one value from every cache line of this fence's coordinates and ring offsets, for a
+   * caller about to check many fences: touching all of them first lets their cache misses
+   * overlap, where checking one fence after another would wait for each in turn ({@code
+   * FenceIndex}'s batch query does this for the fences its grids leave open). Returns a value
+   * made of what it read, so that the reads cannot be optimized away.
+   */
+  public long prefetch() {
+    long sum = ringStarts[0];
+    for (int i = 0; i < xy.length; i += 8) {
+      // Integer adds: a chain of floating-point adds would hold back the loads behind it.
+      sum += Double.doubleToRawLongBits(xy[i]);
+    }
+    return sum;
   }
 
   public double minX() {
@@ -200,10 +235,24 @@ public final class FenceGeometry {
   long[] grid() {
     long[] g = grid;
     if (g == null) {
-      g = CoverageGrid.build(this);
-      grid = g == null ? NO_GRID : g;
+      int size = CoverageGrid.sizeFor(this);
+      g = new long[CoverageGrid.words(size)];
+      if (!CoverageGrid.build(this, minX, minY, maxX, maxY, size, g, 0)) {
+        g = NO_GRID;
+      }
+      grid = g;
     }
     return g == NO_GRID ? null : g;
+  }
+
+  /** The edge bands of a big fence, built on first use; null for a smaller one. */
+  EdgeBands edgeBands() {
+    EdgeBands bands = edgeBands;
+    if (bands == null && vertexCount() >= EdgeBands.MIN_VERTICES) {
+      bands = EdgeBands.build(this);
+      edgeBands = bands;
+    }
+    return bands;
   }
 
   @Override

@@ -10,7 +10,7 @@ import dev.geofence.state.checksum.FenceChecksum;
  * heard from and all of them match; the source updates a bucket's row in the same transaction as
  * its fences, and the stream delivers it after them, so the comparison is at the same LSN.
  *
- * <p>A subtask owns bucket b when Flink key group {@code b mod maxParallelism} is in its range.
+ * <p>A subtask owns the buckets of its key groups ({@link FenceBuckets#inKeyGroups}).
  * Updates are O(1): a count of unmatched buckets is kept. Not thread-safe.
  */
 public final class BucketFingerprints {
@@ -33,14 +33,11 @@ public final class BucketFingerprints {
    * @param keyGroupEnd last key group of the subtask's range (inclusive)
    */
   public BucketFingerprints(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
-    if (maxParallelism < 1 || FenceBuckets.COUNT % maxParallelism != 0) {
-      throw new IllegalArgumentException("the max parallelism must divide " + FenceBuckets.COUNT + ", got " + maxParallelism);
-    }
+    FenceBuckets.checkMaxParallelism(maxParallelism);
     this.owned = new boolean[FenceBuckets.COUNT];
     int n = 0;
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
-      int group = b % maxParallelism;
-      owned[b] = group >= keyGroupStart && group <= keyGroupEnd;
+      owned[b] = FenceBuckets.inKeyGroups(b, maxParallelism, keyGroupStart, keyGroupEnd);
       if (owned[b]) {
         // Not heard from yet: unmatched until its fingerprint arrives.
         unmatched[b] = true;

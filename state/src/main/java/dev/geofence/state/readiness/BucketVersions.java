@@ -5,8 +5,8 @@ import java.util.Arrays;
 
 /**
  * Proves that the change stream lost nothing of a subtask's buckets, from the versions of their
- * {@code fence_bucket_stats} rows. The source bumps a bucket's version by one in every statement
- * that edits one of its fences, in the same transaction, and the stream carries each bump. So:
+ * {@code fence_bucket_stats} rows. The source bumps a bucket's version by one in every transaction
+ * that edits one of its fences, as that transaction commits, and the stream carries each bump. So:
  *
  * <ul>
  *   <li>a streamed version more than one past the last one known proves lost edits at once, even

@@ -1,6 +1,7 @@
 package dev.geofence.state.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -72,6 +73,9 @@ class FenceIndexTest {
     int queries = 0;
     int hits = 0;
     List<String> differences = new ArrayList<>();
+    List<Coordinate> points = new ArrayList<>();
+    List<String> pointTenants = new ArrayList<>();
+    List<List<String>> expectedAnswers = new ArrayList<>();
     while (queries < 100_000) {
       Geometry near = placed.get(random.nextInt(placed.size()));
       for (Coordinate p : shapes.probes(near, 3)) {
@@ -82,8 +86,24 @@ class FenceIndexTest {
         if (!sameElements(expected, actual) && differences.size() < 10) {
           differences.add(p + " tenant=" + tenant + " expected " + expected + " got " + actual);
         }
+        points.add(p);
+        pointTenants.add(tenant);
+        expectedAnswers.add(expected);
         queries++;
       }
+    }
+    assertThat(differences).isEmpty();
+    // The same points through the batch query, in batches of assorted sizes.
+    int from = 0;
+    while (from < points.size()) {
+      int n = Math.min(points.size() - from, 1 + random.nextInt(3000));
+      List<List<String>> answers = batch(index, points.subList(from, from + n), pointTenants.subList(from, from + n));
+      for (int i = 0; i < n; i++) {
+        if (!sameElements(expectedAnswers.get(from + i), answers.get(i)) && differences.size() < 10) {
+          differences.add("batch: " + points.get(from + i) + " expected " + expectedAnswers.get(from + i) + " got " + answers.get(i));
+        }
+      }
+      from += n;
     }
     assertThat(differences).isEmpty();
     assertThat(hits).as("points covered by some fence").isGreaterThan(queries / 2);
@@ -100,6 +120,7 @@ class FenceIndexTest {
     Map<String, String> tenants = new HashMap<>();
     List<String> differences = new ArrayList<>();
     int compared = 0;
+    int batched = 0;
     for (int step = 0; step < 20_000; step++) {
       int op = random.nextInt(10);
       String id = "f" + random.nextInt(600);
@@ -117,18 +138,33 @@ class FenceIndexTest {
       } else if (op < 9) {
         assertThat(index.delete(id)).isEqualTo(model.remove(id) != null);
         tenants.remove(id);
+      } else if (op == 9 && random.nextBoolean()) {
+        // A batch between edits: every point's answer as brute force gives it, and as the
+        // single-point query gives it.
+        int n = 1 + random.nextInt(random.nextBoolean() ? 8 : 600);
+        List<Coordinate> points = new ArrayList<>();
+        List<String> pointTenants = new ArrayList<>();
+        for (int q = 0; q < n; q++) {
+          points.add(new Coordinate(random.nextDouble(-0.5, 4.5), random.nextDouble(-0.5, 4.5)));
+          pointTenants.add(random.nextInt(3) == 0 ? (random.nextInt(5) == 0 ? "no-such-tenant" : TENANTS[1 + random.nextInt(2)]) : null);
+        }
+        List<List<String>> answers = batch(index, points, pointTenants);
+        for (int q = 0; q < n; q++) {
+          Coordinate p = points.get(q);
+          String tenant = pointTenants.get(q);
+          List<String> expected = bruteForce(model, tenants, p.x, p.y, tenant);
+          List<String> single = index.covering(p.x, p.y, tenant);
+          if ((!sameElements(expected, answers.get(q)) || !sameElements(expected, single)) && differences.size() < 10) {
+            differences.add("step " + step + " batch point " + q + " " + p + " expected " + expected + " got " + answers.get(q) + ", single " + single);
+          }
+          batched++;
+        }
       } else {
         for (int q = 0; q < 20; q++) {
           double x = random.nextDouble(-0.5, 4.5);
           double y = random.nextDouble(-0.5, 4.5);
           String tenant = q % 3 == 0 ? TENANTS[1 + random.nextInt(2)] : null;
-          List<String> expected = new ArrayList<>();
-          model.forEach(
-              (fence, geometry) -> {
-                if ((tenant == null || tenant.equals(tenants.get(fence))) && geometry.covers(x, y)) {
-                  expected.add(fence);
-                }
-              });
+          List<String> expected = bruteForce(model, tenants, x, y, tenant);
           List<String> actual = index.covering(x, y, tenant);
           if (!sameElements(expected, actual) && differences.size() < 10) {
             differences.add("step " + step + " (" + x + " " + y + ") expected " + expected + " got " + actual);
@@ -139,10 +175,100 @@ class FenceIndexTest {
       assertThat(index.size()).isEqualTo(model.size());
     }
     assertThat(differences).isEmpty();
-    assertThat(compared).isGreaterThan(30_000);
+    assertThat(compared).isGreaterThan(15_000);
+    assertThat(batched).isGreaterThan(100_000);
     for (Map.Entry<String, FenceGeometry> e : model.entrySet()) {
       assertThat(index.get(e.getKey())).isEqualTo(e.getValue());
     }
+  }
+
+  @Test
+  void batchReportsEachPointsFencesTogetherInPointOrder() throws Exception {
+    Shapes shapes = new Shapes(factory, 5L);
+    SplittableRandom random = shapes.random();
+    FenceIndex index = new FenceIndex();
+    for (int i = 0; i < 2_000; i++) {
+      Geometry shape = shapes.of(Shapes.Kind.CONVEX, random.nextDouble(2), random.nextDouble(2), random.nextDouble(0.1, 0.5));
+      index.upsert("f" + i, null, read(shape));
+    }
+    int n = 5_000;
+    double[] xs = new double[n];
+    double[] ys = new double[n];
+    for (int i = 0; i < n; i++) {
+      xs[i] = random.nextDouble(-0.2, 2.2);
+      ys[i] = random.nextDouble(-0.2, 2.2);
+    }
+    List<Integer> reported = new ArrayList<>();
+    index.forEachCovering(xs, ys, null, n, (point, id) -> reported.add(point));
+    // Overlapping fences: many points are covered several times.
+    assertThat(reported.size()).isGreaterThan(2 * n);
+    assertThat(reported).isSorted();
+    // Fewer points than the arrays hold: the rest are not read.
+    List<Integer> firstTen = new ArrayList<>();
+    index.forEachCovering(xs, ys, null, 10, (point, id) -> firstTen.add(point));
+    assertThat(firstTen).allMatch(p -> p < 10).isEqualTo(reported.subList(0, firstTen.size()));
+    index.forEachCovering(xs, ys, null, 0, (point, id) -> {
+      throw new AssertionError("an empty batch reports nothing");
+    });
+  }
+
+  @Test
+  void aConsumerCannotCallBackIntoTheIndex() throws Exception {
+    FenceIndex index = new FenceIndex();
+    Geometry square = factory.toGeometry(new Envelope(0, 1, 0, 1));
+    index.upsert("a", null, read(square));
+    assertThatThrownBy(() -> index.forEachCovering(0.5, 0.5, null, id -> index.delete("a")))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("consumer");
+    assertThatThrownBy(() -> index.forEachCovering(new double[] {0.5}, new double[] {0.5}, null, 1,
+            (point, id) -> index.covering(0.5, 0.5, null)))
+        .isInstanceOf(IllegalStateException.class);
+    // The index is still whole afterwards.
+    assertThat(index.covering(0.5, 0.5, null)).containsExactly("a");
+    assertThatThrownBy(() -> index.forEachCovering(new double[1], new double[1], null, 2, (point, id) -> {}))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  /** Every live fence of the model that covers the point, by its own exact test. */
+  private static List<String> bruteForce(Map<String, FenceGeometry> model, Map<String, String> tenants, double x, double y, String tenant) {
+    List<String> expected = new ArrayList<>();
+    model.forEach(
+        (fence, geometry) -> {
+          if ((tenant == null || tenant.equals(tenants.get(fence))) && geometry.covers(x, y)) {
+            expected.add(fence);
+          }
+        });
+    return expected;
+  }
+
+  /** The answers of one batch query, per point, checking on the way that they come in point order. */
+  private static List<List<String>> batch(FenceIndex index, List<Coordinate> points, List<String> tenants) {
+    int n = points.size();
+    // Longer arrays than the batch: the index must read only the first n entries.
+    double[] xs = new double[n + 3];
+    double[] ys = new double[n + 3];
+    String[] pointTenants = tenants.contains(null) && tenants.stream().allMatch(t -> t == null) ? null : new String[n + 3];
+    for (int i = 0; i < n; i++) {
+      xs[i] = points.get(i).x;
+      ys[i] = points.get(i).y;
+      if (pointTenants != null) {
+        pointTenants[i] = tenants.get(i);
+      }
+    }
+    List<List<String>> answers = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      answers.add(new ArrayList<>());
+    }
+    int[] last = {-1};
+    index.forEachCovering(xs, ys, pointTenants, n, (point, id) -> {
+      assertThat(point).as("points come in order, each point's fences together").isGreaterThanOrEqualTo(last[0]);
+      if (point != last[0]) {
+        assertThat(answers.get(point)).isEmpty();
+      }
+      last[0] = point;
+      answers.get(point).add(id);
+    });
+    return answers;
   }
 
   private FenceGeometry read(Geometry shape) throws Exception {

@@ -73,6 +73,71 @@ public final class Shapes {
     }
   }
 
+  /**
+   * A big fence, as city and country outlines are: a star of {@code lobes} lobes (radius {@code r
+   * (0.75 + 0.25 cos(lobes t))}) sampled at {@code vertices} evenly spaced angles, each radius
+   * roughened by up to {@code noise} of itself, as a coastline is. Valid for any noise below 0.2:
+   * the angles increase strictly, so the ring is simple.
+   */
+  public Polygon lobedStar(double cx, double cy, double r, int vertices, int lobes, double noise) {
+    return factory.createPolygon(lobedRing(cx, cy, r, vertices, lobes, noise));
+  }
+
+  private LinearRing lobedRing(double cx, double cy, double r, int vertices, int lobes, double noise) {
+    Coordinate[] ring = new Coordinate[vertices + 1];
+    for (int i = 0; i < vertices; i++) {
+      double t = 2 * Math.PI * i / vertices;
+      double radius = r * (0.75 + 0.25 * Math.cos(lobes * t)) * (1 + noise * (2 * random.nextDouble() - 1));
+      ring[i] = new Coordinate(cx + radius * Math.cos(t), cy + radius * Math.sin(t));
+    }
+    ring[vertices] = ring[0].copy();
+    return factory.createLinearRing(ring);
+  }
+
+  /**
+   * A big fence with big holes: a lobed shell and up to four lobed holes of about a tenth of its
+   * vertices each, in separate sectors of the disc the shell's lobes never reach into.
+   */
+  public Polygon lobedStarWithHoles(double cx, double cy, double r, int vertices, double noise) {
+    LinearRing shell = lobedRing(cx, cy, r, vertices, 3 + random.nextInt(200), noise);
+    int holes = 1 + random.nextInt(4);
+    LinearRing[] rings = new LinearRing[holes];
+    for (int h = 0; h < holes; h++) {
+      double angle = 2 * Math.PI * h / holes;
+      // The shell stays beyond 0.4 r (its lobes' 0.5 r, less the noise); a hole of radius 0.12 r
+      // reaches at most 1.2 times that from its centre at 0.25 r, and no two holes meet.
+      double hr = 0.12 * r;
+      rings[h] = lobedRing(cx + 0.25 * r * Math.cos(angle), cy + 0.25 * r * Math.sin(angle), hr,
+          Math.max(16, vertices / 10), 3 + random.nextInt(30), noise);
+    }
+    return factory.createPolygon(shell, rings);
+  }
+
+  /**
+   * A big rectilinear fence on a grid of a power-of-two fraction of a degree (finer for more
+   * steps, so it spans a few degrees at most): a staircase of {@code steps} steps up and then
+   * down, closed along the bottom. Every vertex and every edge midpoint is exact in binary, so
+   * points exactly on the boundary are easy to make.
+   */
+  public Polygon staircase(double cx, double cy, int steps) {
+    double g = 1.0 / 1024 / Integer.highestOneBit(Math.max(1, steps / 256));
+    double x0 = Math.floor(cx / g) * g;
+    double y0 = Math.floor(cy / g) * g;
+    List<Coordinate> ring = new ArrayList<>();
+    ring.add(c(x0, y0));
+    int height = 1;
+    double x = x0;
+    for (int s = 0; s < 2 * steps; s++) {
+      ring.add(c(x, y0 + height * g));
+      x += (1 + random.nextInt(3)) * g;
+      ring.add(c(x, y0 + height * g));
+      height += s < steps ? 1 + random.nextInt(2) : -Math.min(height - 1, 1 + random.nextInt(2));
+    }
+    ring.add(c(x, y0));
+    ring.add(c(x0, y0));
+    return factory.createPolygon(ring.toArray(new Coordinate[0]));
+  }
+
   /** A polygon of about {@code vertices} vertices, star-shaped around its centre. */
   public Polygon star(double cx, double cy, double rMin, double rMax, int vertices) {
     return factory.createPolygon(starRing(cx, cy, rMin, rMax, vertices));
@@ -235,6 +300,33 @@ public final class Shapes {
         points.add(factory.createPolygon(ring).getInteriorPoint().getCoordinate());
         points.add(ring.getCoordinateN(0).copy());
       }
+    }
+    return points;
+  }
+
+  /**
+   * Query points on and next to a big shape's boundary: {@code count} each of its vertices, the
+   * floating-point neighbours of vertices, edge midpoints, points on a vertex's horizontal (rays
+   * through vertices) and points on its edges at a random fraction, plus {@code count} random
+   * points in and around its envelope.
+   */
+  public List<Coordinate> boundaryProbes(Geometry shape, int count) {
+    List<Coordinate> points = new ArrayList<>();
+    Coordinate[] vertices = shape.getCoordinates();
+    var env = shape.getEnvelopeInternal();
+    for (int k = 0; k < count; k++) {
+      Coordinate v = vertices[random.nextInt(vertices.length)];
+      points.add(v.copy());
+      points.add(c(random.nextBoolean() ? Math.nextUp(v.x) : Math.nextDown(v.x), random.nextBoolean() ? Math.nextUp(v.y) : v.y));
+      int i = random.nextInt(vertices.length - 1);
+      Coordinate a = vertices[i];
+      Coordinate b = vertices[i + 1];
+      points.add(c((a.x + b.x) / 2, (a.y + b.y) / 2));
+      double t = random.nextDouble();
+      points.add(c(a.x + t * (b.x - a.x), a.y + t * (b.y - a.y)));
+      points.add(c(env.getMinX() + random.nextDouble() * env.getWidth(), v.y));
+      points.add(c(env.getMinX() - 0.05 * env.getWidth() + random.nextDouble() * 1.1 * env.getWidth(),
+          env.getMinY() - 0.05 * env.getHeight() + random.nextDouble() * 1.1 * env.getHeight()));
     }
     return points;
   }

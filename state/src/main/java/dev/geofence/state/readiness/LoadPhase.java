@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.state.readiness;
 
 /**
  * The phases of a subtask's warm-up (DESIGN section 6), exported as the gauge {@code
@@ -20,7 +20,9 @@ public enum LoadPhase {
   /** Provably complete: locations are evaluated. */
   READY(6, "ready"),
   /** The fences are being (or are waiting to be) rebuilt from the source of truth. */
-  REBUILDING(7, "rebuilding");
+  REBUILDING(7, "rebuilding"),
+  /** A fresh start: the fences are read from the source of truth, each subtask its own buckets. */
+  LOADING(8, "loading");
 
   private final int code;
   private final String label;

@@ -1,0 +1,130 @@
+package dev.geofence.job.operator;
+
+import dev.geofence.connectors.model.Location;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.PriorityQueue;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The fence index's clock, and what waits for it (DESIGN section 5): a location with event time t
+ * is evaluated against the fences holding exactly the edits committed at or before t. The clock is
+ * the operator's combined watermark; fence edits committed after it and locations not yet
+ * evaluated wait here, and are released in time order, edits first on a tie, so that every subtask
+ * reaches the same decisions from the same elements and watermarks, and a replay emits the same.
+ *
+ * <p>An edit that no location still to be evaluated can precede (older than every held location
+ * and than the location watermark) and that is behind no pending edit of its key applies at once:
+ * a catch-up's backlog does not take a round trip through keyed state per edit. The edits' content
+ * is the owner's (in keyed state); this holds their times and keys. Not thread-safe.
+ */
+final class EventClock {
+
+  /** What the clock releases, in time order. */
+  interface Due {
+    /** Applies the key's pending edits committed at or before {@code time}. */
+    void applyPending(String key, long time) throws Exception;
+
+    /** Evaluates the location against the fences of key groups [{@code keyGroupStart}, {@code keyGroupEnd}]. */
+    void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception;
+  }
+
+  private record PendingEdit(long time, long arrival, String key) {}
+
+  /** A location not evaluated yet, with the key groups it is owed to. */
+  private record Held(long arrival, Location location, int keyGroupStart, int keyGroupEnd) {}
+
+  private final PriorityQueue<PendingEdit> edits =
+      new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
+  /** How many entries of {@link #edits} each key has. */
+  private final Map<String, Integer> editsPerKey = new HashMap<>();
+  private final PriorityQueue<Held> locations =
+      new PriorityQueue<>(Comparator.<Held>comparingLong(h -> h.location().timestamp).thenComparingLong(Held::arrival));
+  private long clock = Long.MIN_VALUE;
+  /** The location input's own watermark: no location to come (on time) is older. */
+  private long locationWatermark = Long.MIN_VALUE;
+  private long arrivals;
+
+  long time() {
+    return clock;
+  }
+
+  /**
+   * Moves the clock to {@code watermark} if that is later, and says whether it moved. A restored
+   * clock goes on from where it was, so a location late before a restore is late after it.
+   */
+  boolean advanceTo(long watermark) {
+    if (watermark > clock) {
+      clock = watermark;
+      return true;
+    }
+    return false;
+  }
+
+  void locationWatermark(long watermark) {
+    locationWatermark = Math.max(locationWatermark, watermark);
+  }
+
+  /** Whether an edit committed at {@code commitTime} under {@code key} may apply now rather than wait. */
+  boolean appliesAtOnce(long commitTime, String key) {
+    return commitTime <= clock || (commitTime <= oldestUnevaluatedLocation() && !editsPerKey.containsKey(key));
+  }
+
+  void queueEdit(long commitTime, String key) {
+    edits.add(new PendingEdit(commitTime, arrivals++, key));
+    editsPerKey.merge(key, 1, Integer::sum);
+  }
+
+  void hold(Location location, int keyGroupStart, int keyGroupEnd) {
+    locations.add(new Held(arrivals++, location, keyGroupStart, keyGroupEnd));
+  }
+
+  int heldLocations() {
+    return locations.size();
+  }
+
+  int pendingEdits() {
+    return edits.size();
+  }
+
+  /** The held locations with the key groups each is owed to, for operator state. */
+  List<PendingLocation> held() {
+    List<PendingLocation> held = new ArrayList<>(locations.size());
+    locations.forEach(h -> held.add(new PendingLocation(h.location(), h.keyGroupStart(), h.keyGroupEnd())));
+    return held;
+  }
+
+  /**
+   * Releases what is due at {@code time}: pending edits, and, while {@code ready} says so, held
+   * locations, oldest first and edits first on a tie. Every edit of a fence up to the next location
+   * goes at once (no location sees the versions in between, so they coalesce).
+   */
+  void releaseUpTo(long time, BooleanSupplier ready, Due due) throws Exception {
+    while (true) {
+      PendingEdit edit = edits.peek();
+      Held location = locations.peek();
+      boolean editDue = edit != null && edit.time() <= time;
+      // Until the index is provably complete no location is due: edits go on being applied.
+      boolean locationDue = location != null && location.location().timestamp <= time && ready.getAsBoolean();
+      if (editDue && (!locationDue || edit.time() <= location.location().timestamp)) {
+        edits.poll();
+        editsPerKey.computeIfPresent(edit.key(), (k, n) -> n == 1 ? null : n - 1);
+        due.applyPending(edit.key(), !locationDue ? time : Math.min(time, location.location().timestamp));
+      } else if (locationDue) {
+        locations.poll();
+        due.evaluate(location.location(), location.keyGroupStart(), location.keyGroupEnd());
+      } else {
+        return;
+      }
+    }
+  }
+
+  /** The time of the oldest location not yet evaluated: held, or yet to come within its watermark. */
+  private long oldestUnevaluatedLocation() {
+    Held held = locations.peek();
+    return held == null ? locationWatermark : Math.min(locationWatermark, held.location().timestamp);
+  }
+}

@@ -1,0 +1,160 @@
+package dev.geofence.state.readiness;
+
+/**
+ * Whether one subtask's fence index is provably complete, and which warm-up phase it is in
+ * (DESIGN section 6). Ready means all of:
+ *
+ * <ul>
+ *   <li>the restored position is proven covered by the change stream, or the index was read from
+ *       the source (a fresh start's load, a rebuild), or there was nothing to prove;
+ *   <li>nothing has made the index untrusted since: a failed gap check, a seq gap or a bucket
+ *       version jump in the stream, restored state of a format this release cannot read (distrust
+ *       lasts until a rebuild);
+ *   <li>the stream has passed the catch-up target, and every bucket version the source held there
+ *       has arrived ({@link BucketVersions});
+ *   <li>every owned bucket's fingerprint matches the source's ({@link BucketFingerprints}).
+ * </ul>
+ *
+ * The owner feeds it what the stream and the source say; it decides. Plain Java, not thread-safe:
+ * one operator thread drives it.
+ */
+public final class Readiness {
+
+  private final BucketFingerprints fingerprints;
+  private final BucketVersions versions = new BucketVersions();
+  private boolean verified;
+  /** A fresh start that reads the source itself: nothing is verified until that read is done. */
+  private boolean loading;
+  private String distrust;
+  private long catchUpTarget;
+  private long streamLsn;
+  private long streamTime;
+
+  /**
+   * @param keyGroupStart first key group of the subtask's range (inclusive)
+   * @param keyGroupEnd last key group of the subtask's range (inclusive)
+   */
+  public Readiness(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
+    this.fingerprints = new BucketFingerprints(maxParallelism, keyGroupStart, keyGroupEnd);
+  }
+
+  /** The fingerprints of the fences held and of the source's, per owned bucket. */
+  public BucketFingerprints fingerprints() {
+    return fingerprints;
+  }
+
+  /** The bucket versions known, and those still to prove. */
+  public BucketVersions versions() {
+    return versions;
+  }
+
+  /** A fresh start fed by the stream alone (a snapshot and the stream are one consistent read): nothing to prove. */
+  public void nothingToProve() {
+    verified = true;
+  }
+
+  /** A fresh start that reads the source of truth itself: ready once that read is {@link #rebuilt} and caught up. */
+  public void loadFromSource() {
+    loading = true;
+  }
+
+  /** Whether a fresh start's read from the source is still to come. */
+  public boolean loading() {
+    return loading;
+  }
+
+  /** Whether the restored position is proven covered (or there was none, or a rebuild made it so). */
+  public boolean verified() {
+    return verified;
+  }
+
+  /**
+   * The gap check found the stream able to cover the restored position: ready once the stream
+   * passes {@code target}, where every version in {@code versionsAtTarget} (-1: none to prove) must
+   * have arrived.
+   */
+  public void coveredUpTo(long target, long[] versionsAtTarget) {
+    verified = true;
+    catchUpTarget = target;
+    versions.expectAtTarget(versionsAtTarget);
+  }
+
+  /**
+   * The stream lost edits, or the restored index cannot be trusted: nothing is ready until {@link
+   * #rebuilt}.
+   *
+   * @return whether this made the index untrusted (it was trusted before)
+   */
+  public boolean distrust(String reason) {
+    if (reason == null || distrust != null) {
+      return false;
+    }
+    distrust = reason;
+    return true;
+  }
+
+  /** Why the index cannot be trusted, or null. */
+  public String distrust() {
+    return distrust;
+  }
+
+  /** The index was read afresh from the source at {@code lsn}: trusted, ready once the stream passes it. */
+  public void rebuilt(long lsn) {
+    versions.proven();
+    distrust = null;
+    verified = true;
+    loading = false;
+    catchUpTarget = lsn;
+  }
+
+  /** A record of the stream at {@code lsn} (0 for a snapshot read, which has none), committed at {@code commitTime}. */
+  public void streamed(long lsn, long commitTime) {
+    if (Long.compareUnsigned(lsn, streamLsn) > 0) {
+      streamLsn = lsn;
+    }
+    streamTime = Math.max(streamTime, commitTime);
+  }
+
+  /**
+   * Once the stream has passed the catch-up target, every bucket version the source held there
+   * must have arrived; if one has not, the index is distrusted.
+   *
+   * @return whether this made the index untrusted
+   */
+  public boolean proveVersionsOnceCaughtUp() {
+    if (versions.proofPending() && Long.compareUnsigned(streamLsn, catchUpTarget) >= 0) {
+      return distrust(versions.targetReached());
+    }
+    return false;
+  }
+
+  /** The stream has passed the catch-up target, and the bucket versions there are proven. */
+  public boolean caughtUp() {
+    return Long.compareUnsigned(streamLsn, catchUpTarget) >= 0 && !versions.proofPending();
+  }
+
+  /** Provably complete: locations may be evaluated. */
+  public boolean ready() {
+    return verified && distrust == null && caughtUp() && fingerprints.ready();
+  }
+
+  /** The phase once the state is restored and indexed: what the index waits for, or {@link LoadPhase#READY}. */
+  public LoadPhase phase() {
+    return distrust != null ? LoadPhase.REBUILDING
+        : loading ? LoadPhase.LOADING
+        : !verified ? LoadPhase.GAP_CHECK
+        : !caughtUp() ? LoadPhase.CATCHING_UP
+        : !fingerprints.ready() ? LoadPhase.VERIFYING
+        : LoadPhase.READY;
+  }
+
+  /** The newest LSN the stream has delivered (0 before its first stream record). */
+  public long streamLsn() {
+    return streamLsn;
+  }
+
+  /** The newest commit time the stream has delivered, epoch millis (0 before any). */
+  public long streamTime() {
+    return streamTime;
+  }
+}

@@ -1,0 +1,88 @@
+package dev.geofence.state.readiness;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/** The warm-up's phases and the ready rule, for a subtask owning all 4096 buckets. */
+class ReadinessTest {
+
+  private static final int MAX_PARALLELISM = 128;
+
+  @Test
+  void aFreshStartIsReadyOnceEveryBucketMatches() {
+    Readiness readiness = new Readiness(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1);
+    readiness.nothingToProve();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.VERIFYING);
+    readiness.fingerprints().add("a", 1);
+    hearAllBuckets(readiness, "a", 1);
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
+    assertThat(readiness.ready()).isTrue();
+  }
+
+  @Test
+  void aRestoreWaitsForTheGapCheckThenForTheStreamToPassTheTarget() {
+    Readiness readiness = restored();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.GAP_CHECK);
+    readiness.coveredUpTo(500, noneToProve());
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.CATCHING_UP);
+    readiness.streamed(499, 10);
+    assertThat(readiness.ready()).isFalse();
+    readiness.streamed(500, 11);
+    assertThat(readiness.proveVersionsOnceCaughtUp()).isFalse();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
+  }
+
+  @Test
+  void aVersionMissingWhenTheStreamPassesTheTargetDistrustsUntilARebuild() {
+    Readiness readiness = restored();
+    long[] target = noneToProve();
+    int bucket = FenceBuckets.of("a");
+    target[bucket] = 3;
+    readiness.coveredUpTo(500, target);
+    readiness.streamed(600, 20);
+    assertThat(readiness.proveVersionsOnceCaughtUp()).as("version 3 of bucket %d never came", bucket).isTrue();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.REBUILDING);
+    assertThat(readiness.distrust("another reason")).as("distrust is kept, not replaced").isFalse();
+    assertThat(readiness.distrust()).contains("never received their versions");
+
+    readiness.rebuilt(700);
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.CATCHING_UP);
+    readiness.streamed(700, 30);
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
+  }
+
+  @Test
+  void aMismatchedBucketHoldsReadinessWhateverElseHolds() {
+    Readiness readiness = restored();
+    readiness.coveredUpTo(0, noneToProve());
+    assertThat(readiness.proveVersionsOnceCaughtUp()).isFalse();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
+    readiness.fingerprints().add("b", 2);
+    assertThat(readiness.phase()).as("b@2 is held, the source says a@1").isEqualTo(LoadPhase.VERIFYING);
+  }
+
+  /** Restored state: one fence a@1 and every bucket's fingerprint of it. */
+  private static Readiness restored() {
+    Readiness readiness = new Readiness(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1);
+    readiness.fingerprints().add("a", 1);
+    hearAllBuckets(readiness, "a", 1);
+    return readiness;
+  }
+
+  private static void hearAllBuckets(Readiness readiness, String fence, long seq) {
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      boolean holds = b == FenceBuckets.of(fence);
+      readiness.fingerprints().expect(b, holds ? 1 : 0, holds ? FenceChecksum.hash(fence, seq) : 0, 1);
+    }
+  }
+
+  private static long[] noneToProve() {
+    long[] versions = new long[FenceBuckets.COUNT];
+    Arrays.fill(versions, -1);
+    return versions;
+  }
+}
