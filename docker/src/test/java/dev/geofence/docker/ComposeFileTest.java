@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.fail;
 
 import dev.geofence.connectors.sink.KafkaOutputs;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.job.cli.GeofenceCommand;
-import dev.geofence.job.cli.Options;
 import java.io.IOException;
 import java.io.Reader;
 import java.net.URI;
@@ -38,7 +38,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
  * {@code docker/compose.yaml}, checked without a Docker engine: it parses as Compose reads it
  * (YAML with anchors and merge keys, {@code ${VAR}} interpolation from {@code docker/.env}), every
  * image is pinned, every mounted host path exists, and the ports, hosts, topics, options and names
- * agree with the job (its option parser and help text), with the migrations, with the Flink SQL DDL
+ * agree with the job (its option declarations and parser), with the migrations, with the Flink SQL DDL
  * and with one another. Each assertion says what disagrees with what.
  */
 class ComposeFileTest {
@@ -185,7 +185,7 @@ class ComposeFileTest {
   void restPortAgreesWithTheJobAndFlink() {
     int restPort = flinkConfig("jobmanager").get(RestOptions.PORT);
     assertThat(restPort).as("rest.port of the jobmanager's FLINK_PROPERTIES vs the job's --rest-port default")
-        .isEqualTo(Integer.parseInt(helpDefault("rest-port")));
+        .isEqualTo(GeofenceOptions.REST_PORT.defaultValue());
     assertThat(restPort).as("rest.port of the jobmanager vs Flink's default rest.port").isEqualTo(RestOptions.PORT.defaultValue());
     assertThat(containerPorts("jobmanager")).as("container ports the jobmanager publishes (its REST port is %d)", restPort)
         .contains(restPort);
@@ -231,8 +231,8 @@ class ComposeFileTest {
       directories.put("execution.checkpointing.dir of the " + name, config.get(CheckpointingOptions.CHECKPOINTS_DIRECTORY));
       directories.put("execution.checkpointing.savepoint-dir of the " + name, config.get(CheckpointingOptions.SAVEPOINT_DIRECTORY));
     }
-    directories.put("--checkpoint-dir of the submitted job", job.options().get("checkpoint-dir", null));
-    directories.put("--savepoint-dir of the submitted job", job.options().get("savepoint-dir", null));
+    directories.put("--checkpoint-dir of the submitted job", job.options().get(GeofenceOptions.CHECKPOINT_DIR));
+    directories.put("--savepoint-dir of the submitted job", job.options().get(GeofenceOptions.SAVEPOINT_DIR));
     directories.forEach((what, uri) -> {
       assertThat(uri).as(what).isNotNull().startsWith("file:///");
       String path = URI.create(uri).getPath();
@@ -303,9 +303,9 @@ class ComposeFileTest {
     JobArgs job = submitArgs();
     assertThat(job.jar()).as("the job jar the submit service runs is mounted from ../job/target/geofence-job.jar")
         .isEqualTo(docker.resolve("../job/target/geofence-job.jar").normalize());
-    assertThat(job.options().get("from-savepoint", null))
+    assertThat(job.options().get(GeofenceOptions.FROM_SAVEPOINT))
         .as("--from-savepoint is for java -jar; a restore on the cluster is flink run -s (GEOFENCE_RESTORE_FROM)").isNull();
-    int parallelism = job.options().getInt("parallelism", 1);
+    int parallelism = job.options().getOptional(GeofenceOptions.PARALLELISM).orElse(1);
     Configuration tm = flinkConfig("taskmanager");
     assertThat(tm.get(TaskManagerOptions.NUM_TASK_SLOTS)).as("slots of the one taskmanager vs the job's --parallelism")
         .isGreaterThanOrEqualTo(parallelism);
@@ -318,15 +318,15 @@ class ComposeFileTest {
   void theDatabaseAgreesWithTheJobAndTheMigrations() throws IOException {
     JobArgs job = submitArgs();
     Map<String, String> postgres = environment("postgres");
-    Jdbc source = Jdbc.parse(job.options().required("source-url"), "--source-url");
+    Jdbc source = Jdbc.parse(job.options().get(GeofenceOptions.SOURCE_URL), "--source-url");
     assertThat(source.host()).as("host of --source-url vs the database service").isEqualTo("postgres");
     assertThat(source.port()).as("port of --source-url vs the postgres server's port").isEqualTo(postgresPort());
     assertThat(source.database()).as("database of --source-url vs POSTGRES_DB").isEqualTo(postgres.get("POSTGRES_DB"));
-    String sinkUrl = job.options().get("sink-url", null);
+    String sinkUrl = job.options().get(GeofenceOptions.SINK_URL);
     if (sinkUrl != null) {
       assertThat(Jdbc.parse(sinkUrl, "--sink-url")).as("--sink-url vs --source-url").isEqualTo(source);
     }
-    assertThat(job.options().required("source-user")).as("--source-user vs the job's role in geofence-role.sql")
+    assertThat(job.options().get(GeofenceOptions.SOURCE_USER)).as("--source-user vs the job's role in geofence-role.sql")
         .isEqualTo(jobRole());
 
     Map<String, String> server = new HashMap<>();
@@ -342,10 +342,10 @@ class ComposeFileTest {
     assertThat(Integer.parseInt(server.getOrDefault("max_wal_senders", "10"))).as("max_wal_senders").isPositive();
 
     String versioning = Files.readString(docker.resolve("sql/source/fence-versioning.sql"));
-    assertThat(job.options().get("publication", helpDefault("publication")))
+    assertThat(job.options().get(GeofenceOptions.PUBLICATION))
         .as("the job's publication (--publication, or its default) vs the one fence-versioning.sql creates")
-        .isEqualTo(firstGroup("CREATE PUBLICATION (\\w+)", versioning, "fence-versioning.sql's publication"));
-    assertThat(job.options().get("slot", helpDefault("slot")))
+        .isEqualTo(firstGroup("publication name DEFAULT '(\\w+)'", versioning, "the publication geofence_versioning creates by default"));
+    assertThat(job.options().get(GeofenceOptions.SLOT))
         .as("the job's replication slot (--slot, or its default) must be a PostgreSQL slot name").matches("[a-z0-9_]{1,63}");
   }
 
@@ -368,7 +368,7 @@ class ComposeFileTest {
     }
     assertThat(applied).as("migrations the init script applies, in order (the files' comments require this order)")
         .isEqualTo(MIGRATION_ORDER);
-    Map<String, String> passwords = Map.of(jobRole(), GeofenceCommand.PASSWORD_ENV, readerRole(), "GEOFENCE_READER_PASSWORD");
+    Map<String, String> passwords = Map.of(jobRole(), GeofenceOptions.PASSWORD_ENV, readerRole(), "GEOFENCE_READER_PASSWORD");
     Map<String, String> postgres = rawEnvironment("postgres");
     passwords.forEach((role, variable) -> {
       Matcher getenv = Pattern.compile("\\\\getenv (\\w+) " + variable + "\\b").matcher(text);
@@ -386,13 +386,13 @@ class ComposeFileTest {
     JobArgs job = submitArgs();
     String bootstrap = internalBootstrap();
     Set<String> topics = createdTopics();
-    String locations = job.options().required("locations");
+    String locations = job.options().get(GeofenceOptions.LOCATIONS);
     assertThat(locations).as("--locations reads Kafka").startsWith("kafka:");
     String[] spec = splitTopic(locations.substring("kafka:".length()), "--locations");
     assertThat(spec[0]).as("bootstrap of --locations vs kafka's internal advertised listener").isEqualTo(bootstrap);
     assertThat(topics).as("topics kafka-topics creates (auto-creation is off) vs --locations").contains(spec[1]);
 
-    String triggers = job.options().get("triggers-topic", null);
+    String triggers = job.options().get(GeofenceOptions.TRIGGERS_TOPIC);
     assertThat(triggers).as("the job writes its triggers to Kafka too (--triggers-topic)").isNotNull();
     spec = splitTopic(triggers, "--triggers-topic");
     assertThat(spec[0]).as("bootstrap of --triggers-topic vs kafka's internal advertised listener").isEqualTo(bootstrap);
@@ -436,10 +436,10 @@ class ComposeFileTest {
     assertThat(ddl).as("the sql-client's -i %s is mounted from an existing file", command.get(init + 1)).isNotNull().isRegularFile();
 
     JobArgs job = submitArgs();
-    Jdbc database = Jdbc.parse(job.options().required("source-url"), "--source-url");
+    Jdbc database = Jdbc.parse(job.options().get(GeofenceOptions.SOURCE_URL), "--source-url");
     String bootstrap = internalBootstrap();
     Set<String> topics = createdTopics();
-    String triggersTopic = splitTopic(job.options().required("triggers-topic"), "--triggers-topic")[1];
+    String triggersTopic = splitTopic(job.options().get(GeofenceOptions.TRIGGERS_TOPIC), "--triggers-topic")[1];
     String readerPassword = dotEnv.get("GEOFENCE_READER_PASSWORD");
     Map<String, Map<String, String>> tables = ddlTables(Files.readString(ddl));
     assertThat(tables).as("CREATE TABLE statements of %s", ddl).isNotEmpty();
@@ -477,7 +477,7 @@ class ComposeFileTest {
         passwords.put(key, value);
       }
     });
-    assertThat(passwords).as("passwords in docker/.env").containsKeys("POSTGRES_PASSWORD", GeofenceCommand.PASSWORD_ENV,
+    assertThat(passwords).as("passwords in docker/.env").containsKeys("POSTGRES_PASSWORD", GeofenceOptions.PASSWORD_ENV,
         "GEOFENCE_READER_PASSWORD");
     passwords.forEach((key, value) -> assertThat(value).as("%s in docker/.env is an obvious development default", key)
         .contains("dev-only"));
@@ -503,9 +503,9 @@ class ComposeFileTest {
       }
     }
     // The job reads its password from the environment, from the variable the database's role got.
-    assertThat(rawEnvironment("submit").get(GeofenceCommand.PASSWORD_ENV))
-        .as("%s of the submit service comes from the variable of that name", GeofenceCommand.PASSWORD_ENV)
-        .matches("\\$\\{" + GeofenceCommand.PASSWORD_ENV + "(:?[?\\-][^}]*)?}");
+    assertThat(rawEnvironment("submit").get(GeofenceOptions.PASSWORD_ENV))
+        .as("%s of the submit service comes from the variable of that name", GeofenceOptions.PASSWORD_ENV)
+        .matches("\\$\\{" + GeofenceOptions.PASSWORD_ENV + "(:?[?\\-][^}]*)?}");
     // Scripts the containers run expand a password only in shell builtins, never in a command's arguments.
     for (String[] script : List.of(new String[] {"submit", "/opt/geofence/submit.sh"},
         new String[] {"postgres", mounts("postgres").stream().map(Mount::target)
@@ -550,15 +550,15 @@ class ComposeFileTest {
     assertThat(jar).as("the submit command names the job jar").isNotNegative();
     assertThat(command.get(jar + 1)).as("the job's command after the jar").isEqualTo("run");
     String[] jobArgs = command.subList(jar + 2, command.size()).toArray(String[]::new);
-    Set<String> known = GeofenceCommand.RUN_OPTIONS;
-    assertThatCode(() -> Options.parse(jobArgs, 0, known)).as("the job's own option parser accepts the submit service's options "
+    assertThatCode(() -> GeofenceCommand.RUN.parse(jobArgs, 0)).as("the job's own option parser accepts the submit service's options "
         + String.join(" ", jobArgs)).doesNotThrowAnyException();
     Path host = hostPath("submit", command.get(jar));
     assertThat(host).as("the submit service mounts the jar %s", command.get(jar)).isNotNull();
-    return new JobArgs(command.subList(0, jar), host, Options.parse(jobArgs, 0, known));
+    return new JobArgs(command.subList(0, jar), host, GeofenceCommand.RUN.parse(jobArgs, 0));
   }
 
-  private record JobArgs(List<String> flinkArgs, Path jar, Options options) {
+  /** The submit service's command: Flink's options, the jar, and what the job's options set. */
+  private record JobArgs(List<String> flinkArgs, Path jar, Configuration options) {
     String flinkOption(String option) {
       int i = flinkArgs.indexOf(option);
       return i < 0 || i + 1 >= flinkArgs.size() ? null : flinkArgs.get(i + 1);
@@ -812,14 +812,6 @@ class ComposeFileTest {
     } catch (IOException e) {
       throw new AssertionError("cannot read sql/source/geofence-role.sql", e);
     }
-  }
-
-  /** The default a run option's help text states: "(default X)". */
-  private static String helpDefault(String option) {
-    String help = GeofenceCommand.HELP;
-    Matcher entry = Pattern.compile("(?s)\\n  --" + Pattern.quote(option) + "\\b(.*?)(?=\\n  --|\\n\\n)").matcher(help);
-    assertThat(entry.find()).as("GeofenceCommand's help text describes --%s", option).isTrue();
-    return firstGroup("\\(default ([^),;\\s]+)", entry.group(1), "the default of --" + option + " in the help text");
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.sql.Timestamp;
@@ -15,13 +14,9 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDateTime;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
-import java.util.SplittableRandom;
 import java.util.TreeSet;
-import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableEnvironment;
 import org.apache.flink.types.Row;
@@ -43,62 +38,49 @@ class FlinkSqlITCase extends EndToEndFixture {
   void theDdlFilesReadWhatTheJobWrote() throws Exception {
     try (KafkaBroker kafka = KafkaBroker.start()) {
       kafka.createTopic("geofence-triggers", 2);
-      String url = createDatabase(embeddedServerUrl(), "", "flink_sql", false);
+      database("flink_sql", 23);
       triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "geofence-triggers", "geofence-sql-it", Duration.ofMinutes(5));
-      try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-        Migrations.applyJobRole(db);
-        try (Statement s = db.createStatement()) {
-          s.execute("ALTER ROLE geofence_reader PASSWORD '" + READER_PASSWORD + "'");
-        }
-        SplittableRandom random = new SplittableRandom(23);
-        placeFences(db, random, 0, 30);
-        Path inbox = Files.createDirectories(temp.resolve("inbox"));
-        Map<String, Set<String>> inside = new HashMap<>();
-        JobClient job = start(url, "slot_sql", inbox, 2, "hashmap");
-        try {
-          awaitStreaming(db, "slot_sql", inbox);
-          awaitClockPast(db, moveObjects(db, inbox, random, 1, inside));
-          deleteFences(db, 0, 3, inside);
-          assertThat(awaitTriggers(db, expected.size())).containsExactlyInAnyOrderElementsOf(expected);
-          Set<String> triggers = rows(db, "SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time")
-              + ", lon, fence_seq FROM geofence_triggers");
-          // The topic has them once the checkpoint after the last one has committed.
-          long deadline = System.currentTimeMillis() + 60_000;
-          while (kafka.values("geofence-triggers", true).size() < triggers.size() && System.currentTimeMillis() < deadline) {
-            Thread.sleep(300);
-          }
-
-          TableEnvironment sql = TableEnvironment.create(EnvironmentSettings.inStreamingMode());
-          // The job holds two of the cluster's four slots.
-          sql.getConfig().set("parallelism.default", "1");
-          for (String statement : statements(Files.readString(DDL))) {
-            sql.executeSql(statement);
-          }
-          // Only the endpoints and the password differ from the compose setup's.
-          for (String table : List.of("geofence_triggers", "geofence_presence", "hydration_history")) {
-            sql.executeSql("ALTER TABLE " + table + " SET ('url' = '" + url + "', 'password' = '" + READER_PASSWORD + "')");
-          }
-          sql.executeSql("ALTER TABLE geofence_triggers_topic SET ('properties.bootstrap.servers' = '" + kafka.bootstrapServers()
-              + "', 'scan.bounded.mode' = 'latest-offset')");
-
-          assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
-              + " FROM geofence_triggers")).as("geofence_triggers through Flink SQL").isEqualTo(triggers).isNotEmpty();
-          assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
-              + " FROM geofence_triggers_topic")).as("the triggers topic through Flink SQL").isEqualTo(triggers);
-          assertThat(collect(sql, "SELECT object_id, fence_id, entered_at, fence_seq FROM geofence_presence"))
-              .as("geofence_presence through Flink SQL")
-              .isEqualTo(rows(db, "SELECT object_id, fence_id, " + millis("entered_at") + ", fence_seq FROM geofence_presence"))
-              .isNotEmpty();
-          assertThat(collect(sql, "SELECT job_id, subtask, start_mode, gap_check, hydrated_at, fences_loaded,"
-              + " checksum_match FROM hydration_history"))
-              .as("hydration_history through Flink SQL")
-              .isEqualTo(rows(db, "SELECT job_id, subtask, start_mode, gap_check, " + millis("hydrated_at")
-                  + ", fences_loaded, checksum_match FROM hydration_history"))
-              .hasSize(2);
-        } finally {
-          job.cancel().get();
-        }
+      Migrations.applyJobRole(db);
+      try (Statement s = db.createStatement()) {
+        s.execute("ALTER ROLE geofence_reader PASSWORD '" + READER_PASSWORD + "'");
       }
+      placeFences(0, 30);
+      start(2, "hashmap");
+      moveObjects();
+      deleteFences(0, 3);
+      assertTriggersAsOracle();
+      Set<String> triggers = rows("SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time")
+          + ", lon, fence_seq FROM geofence_triggers");
+      Waiting.until("the checkpoint after the last trigger to commit all " + triggers.size() + " to the topic", PATIENCE,
+          () -> kafka.values("geofence-triggers", true).size() == triggers.size());
+
+      TableEnvironment sql = TableEnvironment.create(EnvironmentSettings.inStreamingMode());
+      // The job holds two of the cluster's four slots.
+      sql.getConfig().set("parallelism.default", "1");
+      for (String statement : statements(Files.readString(DDL))) {
+        sql.executeSql(statement);
+      }
+      // Only the endpoints and the password differ from the compose setup's.
+      for (String table : List.of("geofence_triggers", "geofence_presence", "hydration_history")) {
+        sql.executeSql("ALTER TABLE " + table + " SET ('url' = '" + url + "', 'password' = '" + READER_PASSWORD + "')");
+      }
+      sql.executeSql("ALTER TABLE geofence_triggers_topic SET ('properties.bootstrap.servers' = '" + kafka.bootstrapServers()
+          + "', 'scan.bounded.mode' = 'latest-offset')");
+
+      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+          + " FROM geofence_triggers")).as("geofence_triggers through Flink SQL").isEqualTo(triggers).isNotEmpty();
+      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+          + " FROM geofence_triggers_topic")).as("the triggers topic through Flink SQL").isEqualTo(triggers);
+      assertThat(collect(sql, "SELECT object_id, fence_id, entered_at, fence_seq FROM geofence_presence"))
+          .as("geofence_presence through Flink SQL")
+          .isEqualTo(rows("SELECT object_id, fence_id, " + millis("entered_at") + ", fence_seq FROM geofence_presence"))
+          .isNotEmpty();
+      assertThat(collect(sql, "SELECT job_id, subtask, start_mode, gap_check, hydrated_at, fences_loaded,"
+          + " checksum_match FROM hydration_history"))
+          .as("hydration_history through Flink SQL")
+          .isEqualTo(rows("SELECT job_id, subtask, start_mode, gap_check, " + millis("hydrated_at")
+              + ", fences_loaded, checksum_match FROM hydration_history"))
+          .hasSize(2);
     }
   }
 
@@ -141,7 +123,7 @@ class FlinkSqlITCase extends EndToEndFixture {
     return rows;
   }
 
-  private static Set<String> rows(Connection db, String query) throws Exception {
+  private Set<String> rows(String query) throws Exception {
     Set<String> rows = new TreeSet<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(query)) {
       int columns = r.getMetaData().getColumnCount();

@@ -48,48 +48,28 @@ public final class GeofenceJob {
   /** The fence index operator's name, which Flink's REST API lists its vertex under (the ready probe finds it so). */
   public static final String FENCE_INDEX_NAME = "Fence index";
 
-  /** What the job reads and writes. */
-  public static final class Endpoints {
-    final Source<FenceChange, ?, ?> fences;
-    final Source<String, ?, ?> locations;
-    final Sink<GeofenceTrigger> triggers;
-    final Sink<GeofenceTrigger> presence;
-    final Sink<DeadLetter> deadLetters;
-    final Sink<HydrationEpisode> hydrationHistory;
-    final Sink<Long> heartbeats;
-    final Duration heartbeatInterval;
-    final FenceSourceOptions sourceOfTruth;
-    final Sink<GeofenceTrigger> triggersTopic;
+  /**
+   * What the job reads and writes.
+   *
+   * @param hydrationHistory receives a row per warm-up of each subtask's index, updated as it goes
+   * @param heartbeats writes the source's heartbeat row once per tick; the job ticks every {@code
+   *     heartbeatInterval}
+   * @param sourceOfTruth where the fence database is, for the gap check on restore
+   * @param triggersTopic where the triggers also go (a topic, exactly once), or null
+   */
+  public record Endpoints(
+      Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
+      Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
+      Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth,
+      Sink<GeofenceTrigger> triggersTopic) {
 
-    /**
-     * @param hydrationHistory receives a row per warm-up of each subtask's index, updated as it goes
-     * @param heartbeats writes the source's heartbeat row once per tick; the job ticks every
-     *     {@code heartbeatInterval}
-     * @param sourceOfTruth where the fence database is, for the gap check on restore
-     */
+    /** Endpoints without a triggers topic. */
     public Endpoints(
         Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
         Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
         Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth) {
       this(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats, heartbeatInterval, sourceOfTruth,
           null);
-    }
-
-    private Endpoints(
-        Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
-        Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
-        Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth,
-        Sink<GeofenceTrigger> triggersTopic) {
-      this.fences = fences;
-      this.locations = locations;
-      this.triggers = triggers;
-      this.presence = presence;
-      this.deadLetters = deadLetters;
-      this.hydrationHistory = hydrationHistory;
-      this.heartbeats = heartbeats;
-      this.heartbeatInterval = heartbeatInterval;
-      this.sourceOfTruth = sourceOfTruth;
-      this.triggersTopic = triggersTopic;
     }
 
     /** These endpoints, the triggers also going to {@code sink} (a topic, exactly once). */
@@ -110,7 +90,7 @@ public final class GeofenceJob {
     // stream is read by one reader, so one source subtask keeps its watermark simple.
     DataStream<FenceChange> changes = env
         .fromSource(
-            endpoints.fences,
+            endpoints.fences(),
             WatermarkStrategy.<FenceChange>forMonotonousTimestamps().withTimestampAssigner((c, ts) -> c.commitTime),
             "Fence changes (CDC)")
         .uid(FENCE_SOURCE_UID)
@@ -136,8 +116,8 @@ public final class GeofenceJob {
         .setParallelism(1);
 
     DataStreamSource<String> lines = env
-        .fromSource(endpoints.locations, WatermarkStrategy.noWatermarks(), "Location lines");
-    if (endpoints.locations instanceof DataGeneratorSource) {
+        .fromSource(endpoints.locations(), WatermarkStrategy.noWatermarks(), "Location lines");
+    if (endpoints.locations() instanceof DataGeneratorSource) {
       // A generator numbers its locations in one sequence, which is also its timeline: split over
       // readers, all but the first would start far in the future.
       lines.setParallelism(1);
@@ -157,34 +137,34 @@ public final class GeofenceJob {
         .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform(FENCE_INDEX_NAME, TypeInformation.of(GeofenceTrigger.class),
-            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth,
+            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
                 env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH)))
         .uid(FENCE_INDEX_UID);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.
     env.fromSource(
             new DataGeneratorSource<>(n -> n, Long.MAX_VALUE,
-                RateLimiterStrategy.perSecond(1000.0 / endpoints.heartbeatInterval.toMillis()), Types.LONG),
+                RateLimiterStrategy.perSecond(1000.0 / endpoints.heartbeatInterval().toMillis()), Types.LONG),
             WatermarkStrategy.noWatermarks(), "Heartbeat ticks")
         .uid(HEARTBEAT_TICKS_UID)
         .setParallelism(1)
-        .sinkTo(endpoints.heartbeats)
+        .sinkTo(endpoints.heartbeats())
         .uid(HEARTBEAT_SINK_UID)
         .name("fence_heartbeat")
         .setParallelism(1);
 
-    triggers.sinkTo(endpoints.triggers).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
-    triggers.sinkTo(endpoints.presence).uid(PRESENCE_SINK_UID).name("geofence_presence");
-    if (endpoints.triggersTopic != null) {
-      triggers.sinkTo(endpoints.triggersTopic).uid(TRIGGERS_TOPIC_SINK_UID).name("Triggers topic");
+    triggers.sinkTo(endpoints.triggers()).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
+    triggers.sinkTo(endpoints.presence()).uid(PRESENCE_SINK_UID).name("geofence_presence");
+    if (endpoints.triggersTopic() != null) {
+      triggers.sinkTo(endpoints.triggersTopic()).uid(TRIGGERS_TOPIC_SINK_UID).name("Triggers topic");
     }
     triggers.getSideOutput(FenceIndexOperator.DEAD_LETTERS)
         .union(locations.getSideOutput(ParseLocations.DEAD_LETTERS))
-        .sinkTo(endpoints.deadLetters)
+        .sinkTo(endpoints.deadLetters())
         .uid(DEAD_LETTERS_SINK_UID)
         .name("geofence_dead_letters");
     triggers.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)
-        .sinkTo(endpoints.hydrationHistory)
+        .sinkTo(endpoints.hydrationHistory())
         .uid(HYDRATION_SINK_UID)
         .name("hydration_history");
   }

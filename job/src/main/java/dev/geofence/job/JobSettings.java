@@ -1,6 +1,6 @@
 package dev.geofence.job;
 
-import dev.geofence.job.operator.FenceIndexOperator.GeometryFormat;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import java.io.Serializable;
 import java.time.Duration;

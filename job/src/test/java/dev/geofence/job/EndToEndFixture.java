@@ -8,6 +8,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.model.GeofenceTrigger;
@@ -15,6 +16,7 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
@@ -27,6 +29,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -45,19 +48,21 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.api.io.TempDir;
 import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Envelope;
 import org.locationtech.jts.geom.Geometry;
 import org.locationtech.jts.geom.GeometryFactory;
 import org.locationtech.jts.geom.prep.PreparedGeometry;
@@ -65,9 +70,19 @@ import org.locationtech.jts.geom.prep.PreparedGeometryFactory;
 import org.locationtech.jts.io.WKBWriter;
 
 /**
- * What the end-to-end cases share: a Flink MiniCluster, a PostgreSQL with logical replication, the
- * job wired to them, a fence and location history written through SQL and files, and an oracle
- * (JTS) that evaluates the same history as DESIGN section 5 defines it.
+ * The one setup of the end-to-end cases: a Flink MiniCluster and a PostgreSQL with logical
+ * replication (shared by a test class), and per test a database with the migrations, its fences,
+ * an inbox of location files, the job wired to them, and an oracle (JTS) that evaluates the same
+ * history as DESIGN section 5 defines it. A test says what happens (place fences, start the job,
+ * move objects, stop with a savepoint, ...) and asserts against the oracle; the fixture keeps the
+ * history consistent: every fence edit waits until the database clock has passed every location
+ * written so far, so the oracle's order is the job's.
+ *
+ * <p>Nothing waits on a clock. {@link #awaitEvaluated} writes a sentinel location after every
+ * other and waits until each subtask of the fence index has evaluated it (it ENTERs a sentinel
+ * fence each subtask owns, in both output tables): locations are evaluated in time order per
+ * subtask, and the sinks write in order, so from then on the tables hold every trigger and
+ * presence change of the locations before it, and nothing later can add one.
  */
 abstract class EndToEndFixture {
 
@@ -75,6 +90,9 @@ abstract class EndToEndFixture {
   static final MiniClusterExtension FLINK = new MiniClusterExtension(
       new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4)
           .setConfiguration(metricsEverySecond()).build());
+
+  /** Far longer than any step takes, even on a loaded two-core machine: the deadline of every wait. */
+  static final Duration PATIENCE = Duration.ofMinutes(2);
 
   private static Configuration metricsEverySecond() {
     Configuration config = new Configuration();
@@ -84,6 +102,8 @@ abstract class EndToEndFixture {
 
   static EmbeddedPostgres postgres;
   static final GeometryFactory JTS = new GeometryFactory();
+  /** Where the sentinel fences lie, far from where the objects move. */
+  private static final Envelope SENTINEL_AREA = new Envelope(100, 101, 50, 51);
 
   @TempDir Path temp;
 
@@ -101,41 +121,105 @@ abstract class EndToEndFixture {
     postgres.close();
   }
 
-  /** What the oracle knows of a fence: its JTS shape, or null once deleted. */
-  final Map<String, Geometry> fences = new HashMap<>();
-  private int sentinels;
+  // ---- what a test may set before it starts the job -----------------------------------------------
 
-  /** Whether the fences table stores PostGIS geometry (else WKB in bytea). */
-  boolean postgis;
   /** The database user and password the job runs with ("" for the embedded server's postgres). */
   String user = "postgres";
   String password = "";
-  /** Start without a CDC snapshot, streaming from the slot (restoring a bootstrapped savepoint). */
-  boolean streamFromSlot;
   /** Where the triggers also go (a Kafka topic), or null. */
   Sink<GeofenceTrigger> triggersTopic;
   long checkpointIntervalMs = 1000;
+  /** The fences table and its column names, when not the migration's. */
+  FenceTableColumns columns = FenceTableColumns.defaults();
+  /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
+  String sourceUrl;
 
+  // ---- the test's database, inbox and history ---------------------------------------------------
+
+  /** The test's database, for the job and for the test's connection {@link #db}. */
+  String url;
+  Connection db;
+  String slot;
+  Path inbox;
+  SplittableRandom random;
+  /** Whether the fences table stores PostGIS geometry (else WKB in bytea). */
+  boolean postgis;
+  private String adminPassword = "";
+
+  /** What the oracle knows of a fence: its JTS shape, or null once deleted. */
+  final Map<String, Geometry> fences = new HashMap<>();
+  /** The fences each object is inside, as the oracle has evaluated it. */
+  final Map<String, Set<String>> inside = new HashMap<>();
   /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
   final Set<String> expected = new TreeSet<>();
+  private final List<String> sentinelFences = new ArrayList<>();
+  private final List<JobClient> jobs = new ArrayList<>();
+  private long lastLocationTime;
+  private int sentinels;
+  private int parallelism = 1;
+
+  /** The test's own database on the embedded server, with the migrations (WKB in bytea). */
+  void database(String name, long seed) throws Exception {
+    database(embeddedServerUrl(), "", name, false, seed);
+  }
+
+  /** The test's own database on {@code server}, with the migrations; PostGIS geometry if {@code postgis}. */
+  void database(String server, String serverPassword, String name, boolean postgis, long seed) throws Exception {
+    database(server, serverPassword, name, seed,
+        db -> Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB));
+    this.postgis = postgis;
+  }
+
+  /** How a test's database gets its fences table and versioning. */
+  interface SourceSchema {
+    void apply(Connection db) throws Exception;
+  }
+
+  /** The test's own database on {@code server}, its source tables made by {@code schema}, with the output tables. */
+  void database(String server, String serverPassword, String name, long seed, SourceSchema schema) throws Exception {
+    try (Connection admin = DriverManager.getConnection(server, "postgres", serverPassword); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      s.execute("CREATE DATABASE " + name);
+    }
+    adminPassword = serverPassword;
+    url = server.substring(0, server.lastIndexOf('/') + 1) + name;
+    db = DriverManager.getConnection(url, "postgres", serverPassword);
+    schema.apply(db);
+    Migrations.applyOutputs(db);
+    slot = "slot_" + name;
+    inbox = Files.createDirectories(temp.resolve("inbox"));
+    random = new SplittableRandom(seed);
+  }
+
+  /** Jobs a test left running are cancelled, so the next test has the cluster's slots. */
+  @AfterEach
+  void cancelJobsAndDisconnect() throws Exception {
+    for (JobClient job : jobs) {
+      if (!job.getJobStatus().get().isGloballyTerminalState()) {
+        job.cancel().get();
+      }
+    }
+    jobs.clear();
+    if (db != null) {
+      db.close();
+    }
+  }
 
   // ---- the job ----------------------------------------------------------------------------------
 
-  JobClient start(String url, String slot, Path inbox, int parallelism, String stateBackend) throws Exception {
-    return start(url, slot, inbox, parallelism, stateBackend, null);
+  JobClient start(int parallelism, String stateBackend) throws Exception {
+    return start(parallelism, stateBackend, null);
   }
 
-  /** Starts the job, restoring from {@code savepoint} unless it is null. */
-  JobClient start(String url, String slot, Path inbox, int parallelism, String stateBackend, String savepoint) throws Exception {
-    return start(url, url, slot, inbox, parallelism, stateBackend, savepoint);
-  }
-
-  /** Starts the job reading fences from {@code sourceUrl} and writing its tables to {@code url}. */
-  JobClient start(String url, String sourceUrl, String slot, Path inbox, int parallelism, String stateBackend, String savepoint)
-      throws Exception {
+  /**
+   * Starts the job, restoring from {@code savepoint} unless it is null. A fresh job is waited for
+   * until it streams ({@link #awaitEvaluated}): its first read of the table reads it as it finds it,
+   * timeless, so an edit made while it reads would reach locations older than the edit.
+   */
+  JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
     Configuration config = new Configuration();
     if (savepoint != null) {
-      config.set(org.apache.flink.configuration.StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
+      config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
     }
     config.set(StateBackendOptions.STATE_BACKEND, stateBackend);
     config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, stateBackend.equals("rocksdb"));
@@ -144,8 +228,8 @@ abstract class EndToEndFixture {
     env.setParallelism(parallelism);
     env.enableCheckpointing(checkpointIntervalMs);
     FenceSourceOptions source = FenceSourceOptions.builder()
-        .url(sourceUrl).username(user).password(password).slotName(slot).heartbeatInterval(Duration.ofMillis(300))
-        .streamFromSlot(streamFromSlot).build();
+        .url(sourceUrl == null ? url : sourceUrl).username(user).password(password).slotName(slot).columns(columns)
+        .heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .withUrl(url).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
@@ -154,14 +238,40 @@ abstract class EndToEndFixture {
             FenceSource.create(source),
             LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(), JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
-            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofMillis(300),
+            JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(),
+                GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
+            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(columns)), Duration.ofMillis(300),
             source);
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
     GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
-    return env.executeAsync("geofence-it");
+    JobClient job = env.executeAsync("geofence-it");
+    jobs.add(job);
+    runsAt(parallelism);
+    if (savepoint == null) {
+      awaitEvaluated();
+    }
+    return job;
+  }
+
+  /** The parallelism of the job now running, so that every subtask gets its sentinel fence. */
+  void runsAt(int parallelism) {
+    this.parallelism = parallelism;
+  }
+
+  /** A job that ran and was stopped with a savepoint. */
+  record StoppedRun(JobClient job, String savepoint) {}
+
+  /**
+   * The first run most cases begin with: the job started fresh, objects moved, its triggers the
+   * oracle's, then stopped with a savepoint.
+   */
+  StoppedRun runAndStopWithSavepoint(int parallelism, String stateBackend) throws Exception {
+    JobClient job = start(parallelism, stateBackend);
+    moveObjects();
+    assertTriggersAsOracle();
+    return new StoppedRun(job, stopWithSavepoint(job));
   }
 
   /**
@@ -170,73 +280,86 @@ abstract class EndToEndFixture {
    */
   String stopWithSavepoint(JobClient job) throws Exception {
     String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
-    assertThat(Path.of(java.net.URI.create(savepoint))).exists();
-    long deadline = System.currentTimeMillis() + 30_000;
-    try (Connection db = java.sql.DriverManager.getConnection(embeddedServerUrl(), "postgres", password)) {
-      while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE active") > 0) {
-        assertThat(System.currentTimeMillis()).as("the stopped job never released its slot").isLessThan(deadline);
-        Thread.sleep(100);
-      }
-    }
+    assertThat(Path.of(URI.create(savepoint))).exists();
+    awaitSlotReleased();
     return savepoint;
   }
 
+  void awaitSlotReleased() throws Exception {
+    Waiting.until("the stopped job to release the slot " + slot, PATIENCE,
+        () -> queryLong("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "' AND active") == 0);
+  }
+
   /**
-   * Waits until the job evaluates locations against the streamed fences: a new sentinel object
-   * enters a sentinel fence; the object stays inside it. The fence clock moves only with stream
-   * records, which come after the initial snapshot, so the ENTER proves the snapshot is loaded.
-   * (Locations older than the snapshot can only be evaluated against it.)
+   * Writes a sentinel location, timed after every location so far, and waits until every subtask
+   * of the fence index has evaluated it: it ENTERs each sentinel fence (one per subtask, made
+   * here when missing), in {@code geofence_triggers} and in {@code geofence_presence}. A subtask
+   * evaluates locations in time order, and only against streamed fences, so this also proves the
+   * job is streaming. Returns the sentinel object, which stays inside those fences.
    */
-  String awaitStreaming(Connection db, String slot, Path inbox) throws Exception {
-    long deadline = System.currentTimeMillis() + 120_000;
-    while (queryLong(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'") == 0) {
-      if (System.currentTimeMillis() > deadline) {
-        throw new AssertionError("the CDC source never created its slot");
+  String awaitEvaluated() throws Exception {
+    for (int subtask = 0; subtask < parallelism; subtask++) {
+      final int owner = subtask;
+      if (sentinelFences.stream().noneMatch(id -> subtaskOf(id) == owner)) {
+        String id = "sentinel";
+        for (int k = 0; sentinelFences.contains(id) || subtaskOf(id) != owner; k++) {
+          id = "sentinel-" + k;
+        }
+        upsertFence(id, JTS.toGeometry(SENTINEL_AREA));
+        sentinelFences.add(id);
       }
-      Thread.sleep(200);
     }
-    if (!fences.containsKey("sentinel")) {
-      upsertFence(db, "sentinel", JTS.toGeometry(new org.locationtech.jts.geom.Envelope(100, 101, 50, 51)));
-    }
-    String object = "sentinel-" + sentinels++;
-    long t = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
-    writeLines(inbox, List.of(LocationJson.format(new Location(object, t, 100.5, 50.5, null))));
-    expected.add(object + " sentinel ENTER " + t);
-    while (queryLong(db, "SELECT count(*) FROM geofence_triggers WHERE object_id = '" + object + "'") == 0) {
-      if (System.currentTimeMillis() > deadline) {
-        throw new AssertionError("the job never evaluated the sentinel location");
-      }
-      Thread.sleep(200);
-    }
+    String object = "sentinel-object-" + sentinels++;
+    Location sentinel = new Location(object, nextLocationTime(), SENTINEL_AREA.centre().x, SENTINEL_AREA.centre().y, null);
+    write(List.of(sentinel));
+    int count = sentinelFences.size();
+    Waiting.until("every subtask to evaluate the locations up to " + object + ", which ENTERs " + sentinelFences, PATIENCE,
+        () -> queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = '" + object + "'") == count
+            && queryLong("SELECT count(*) FROM geofence_presence WHERE object_id = '" + object + "'") == count);
     return object;
+  }
+
+  /** The subtask of the fence index that owns a fence at the parallelism the job runs at. */
+  int subtaskOf(String fenceId) {
+    return KeyGroupRangeAssignment.assignKeyToParallelOperator(new FenceKey(fenceId), GeofenceJob.DEFAULT_MAX_PARALLELISM, parallelism);
   }
 
   // ---- history ------------------------------------------------------------------------------------
 
   /**
-   * Twenty objects, ten steps each, timestamped after every fence edit so far has committed; the
-   * oracle's membership map is advanced as the job's should be.
+   * Twenty objects, ten steps each, timed after every location so far and after every fence edit
+   * so far has committed; the oracle evaluates them as the job should.
    */
-  List<Location> moveObjects(Connection db, Path inbox, SplittableRandom random, int phase, Map<String, Set<String>> inside)
-      throws Exception {
-    long start = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
+  List<Location> moveObjects() throws Exception {
+    long start = nextLocationTime();
     List<Location> locations = new ArrayList<>();
-    List<String> lines = new ArrayList<>();
     for (int step = 0; step < 10; step++) {
       for (int o = 0; o < 20; o++) {
-        Location l = new Location("object-" + o, start + step * 10 + o % 7, random.nextDouble(-0.5, 10.5), random.nextDouble(-0.5, 10.5), null);
-        locations.add(l);
-        lines.add(LocationJson.format(l));
+        locations.add(new Location("object-" + o, start + step * 10 + o % 7, random.nextDouble(-0.5, 10.5), random.nextDouble(-0.5, 10.5), null));
       }
     }
-    writeLines(inbox, lines);
-    evaluate(locations, inside);
+    write(locations);
     return locations;
   }
 
-  void upsertFence(Connection db, String id, Geometry shape) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, " + geometryParameter()
-        + ") ON CONFLICT (id) DO UPDATE SET geom = excluded.geom")) {
+  /** Writes locations into the inbox (one file, moved in whole) and has the oracle evaluate them. */
+  void write(List<Location> locations) throws Exception {
+    writeLines(locations.stream().map(LocationJson::format).toList());
+    evaluate(locations);
+    lastLocationTime = Math.max(lastLocationTime, locations.stream().mapToLong(l -> l.timestamp).max().orElse(0));
+  }
+
+  /** A time after every location so far, and just ahead of the database's clock. */
+  long nextLocationTime() throws Exception {
+    return Math.max(lastLocationTime + 1, databaseMillis() + 50);
+  }
+
+  void upsertFence(String id, Geometry shape) throws Exception {
+    awaitClockPastLocations();
+    try (PreparedStatement s = db.prepareStatement("INSERT INTO " + columns.qualified(columns.fencesTable())
+        + " (" + FenceTableColumns.quote(columns.id()) + ", " + FenceTableColumns.quote(columns.geometry()) + ") VALUES (?, "
+        + geometryParameter() + ") ON CONFLICT (" + FenceTableColumns.quote(columns.id()) + ") DO UPDATE SET "
+        + FenceTableColumns.quote(columns.geometry()) + " = excluded." + FenceTableColumns.quote(columns.geometry()))) {
       s.setString(1, id);
       s.setBytes(2, new WKBWriter().write(shape));
       s.execute();
@@ -244,8 +367,10 @@ abstract class EndToEndFixture {
     fences.put(id, shape);
   }
 
-  void deleteFence(Connection db, String id) throws Exception {
-    try (PreparedStatement s = db.prepareStatement("DELETE FROM fences WHERE id = ?")) {
+  void deleteFence(String id) throws Exception {
+    awaitClockPastLocations();
+    try (PreparedStatement s = db.prepareStatement(
+        "DELETE FROM " + columns.qualified(columns.fencesTable()) + " WHERE " + FenceTableColumns.quote(columns.id()) + " = ?")) {
       s.setString(1, id);
       s.execute();
     }
@@ -257,7 +382,8 @@ abstract class EndToEndFixture {
   }
 
   /** A bad geometry: WKT for PostGIS (which parses what it stores), raw bytes for bytea. */
-  void insertRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
+  void insertRaw(String id, String wkt, byte[] wkb) throws Exception {
+    awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement(
         "INSERT INTO fences (id, geom) VALUES (?, " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + ")")) {
       s.setString(1, id);
@@ -270,7 +396,8 @@ abstract class EndToEndFixture {
     }
   }
 
-  void updateRaw(Connection db, String id, String wkt, byte[] wkb) throws Exception {
+  void updateRaw(String id, String wkt, byte[] wkb) throws Exception {
+    awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement(
         "UPDATE fences SET geom = " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + " WHERE id = ?")) {
       if (postgis) {
@@ -283,210 +410,63 @@ abstract class EndToEndFixture {
     }
   }
 
-  static void writeLines(Path inbox, List<String> lines) throws Exception {
+  /** Lines into the inbox: written elsewhere and moved in, so the source reads each file whole. */
+  void writeLines(List<String> lines) throws Exception {
     Path staged = Files.createTempFile(inbox.getParent(), "locations", ".jsonl");
     Files.write(staged, lines);
     Files.move(staged, inbox.resolve(staged.getFileName()), StandardCopyOption.ATOMIC_MOVE);
   }
 
-  /** Waits until the database clock is past every location so far, so later edits come after them. */
-  static void awaitClockPast(Connection db, List<Location> locations) throws Exception {
-    long last = locations.stream().mapToLong(l -> l.timestamp).max().orElse(0);
-    while (queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") <= last + 10) {
-      Thread.sleep(20);
-    }
-  }
-
-  // ---- the three-way comparison ---------------------------------------------------------------------
-
   /**
-   * Checks the job's index three ways over {@code points} random query points: each point is a new
-   * object, so the job ENTERs every fence its index says covers it; those sets must equal both a
-   * fresh rebuild (the fences read from the database now, indexed anew) and the oracle (JTS covers
-   * over the shapes this test wrote). Run after the job has caught up with every edit.
+   * Waits until the database clock is past every location so far, so that an edit made next
+   * commits after them and the job, as the oracle, evaluates them without it.
    */
-  void threeWayCheck(Connection db, Path inbox, String tag, int points) throws Exception {
-    long t = queryLong(db, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint") + 50;
-    SplittableRandom random = new SplittableRandom(tag.hashCode());
-    List<Location> queries = new ArrayList<>(points);
-    List<String> lines = new ArrayList<>(points);
-    for (int i = 0; i < points; i++) {
-      Location l = new Location("q-" + tag + "-" + i, t, random.nextDouble(-1, 11), random.nextDouble(-1, 11), null);
-      queries.add(l);
-      lines.add(LocationJson.format(l));
-    }
-    writeLines(inbox, lines);
+  void awaitClockPastLocations() throws Exception {
+    Waiting.until("the database clock to pass the last location's time", PATIENCE, () -> databaseMillis() > lastLocationTime + 10);
+  }
 
-    FenceIndex rebuilt = new FenceIndex();
-    FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
-    try (Connection read = java.sql.DriverManager.getConnection(db.getMetaData().getURL(), "postgres", password)) {
-      BucketRead.read(read, FenceTableColumns.defaults(), 1, 0, 0, change -> {
-        if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
-          try {
-            rebuilt.upsert(change.fenceId, change.tenant, reader.readWkb(change.geometryBytes).geometry());
-          } catch (Exception e) {
-            throw new AssertionError("fence " + change.fenceId + " does not decode", e);
-          }
-        }
-      });
+  private long databaseMillis() throws Exception {
+    return queryLong("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
+  }
+
+  /** Creates fences {@code from} to {@code to - 1}, or reshapes and moves them. */
+  void placeFences(int from, int to) throws Exception {
+    for (int i = from; i < to; i++) {
+      upsertFence("fence-" + i, star(random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
     }
-    Map<String, PreparedGeometry> prepared = new HashMap<>();
-    fences.forEach((id, shape) -> {
-      if (shape != null) {
-        prepared.put(id, PreparedGeometryFactory.prepare(shape));
-      }
-    });
-    Set<String> oracle = new TreeSet<>();
-    Set<String> fresh = new TreeSet<>();
-    for (Location q : queries) {
-      org.locationtech.jts.geom.Point point = JTS.createPoint(new Coordinate(q.lon, q.lat));
-      prepared.forEach((id, fence) -> {
-        if (fence.covers(point)) {
-          oracle.add(q.objectId + " " + id);
-          expected.add(q.objectId + " " + id + " ENTER " + t);
-        }
-      });
-      rebuilt.covering(q.lon, q.lat, null).forEach(id -> fresh.add(q.objectId + " " + id));
-    }
-    assertThat(fresh).as("a fresh rebuild from the database agrees with the oracle").isEqualTo(oracle);
-    Set<String> job = new TreeSet<>();
-    long deadline = System.currentTimeMillis() + 120_000;
-    while (job.size() < oracle.size() && System.currentTimeMillis() < deadline) {
-      Thread.sleep(500);
-      job.clear();
-      try (PreparedStatement s = db.prepareStatement("SELECT object_id, fence_id FROM geofence_triggers WHERE object_id LIKE ? AND kind = 'ENTER'")) {
-        s.setString(1, "q-" + tag + "-%");
-        try (ResultSet r = s.executeQuery()) {
-          while (r.next()) {
-            job.add(r.getString(1) + " " + r.getString(2));
-          }
+  }
+
+  /** Deletes fences {@code from} to {@code to - 1}; objects inside them are expected to EXIT. */
+  void deleteFences(int from, int to) throws Exception {
+    for (int i = from; i < to; i++) {
+      for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
+        if (e.getValue().remove("fence-" + i)) {
+          expected.add(e.getKey() + " fence-" + i + " EXIT delete");
         }
       }
-    }
-    assertThat(job).as("the job's index answers " + points + " query points as the oracle does").isEqualTo(oracle);
-  }
-
-  // ---- hydration history and metrics ------------------------------------------------------------------
-
-  /** One hydration_history row, as the assertions need it. */
-  static final class Episode {
-    String jobId;
-    int subtask;
-    int attempt;
-    String startMode;
-    String gapCheck;
-    String gapReason;
-    long installedAt;
-    long restoredAt;
-    long indexedAt;
-    long hydratedAt;
-    long fencesLoaded;
-    long editsReplayed;
-    Boolean checksumMatch;
-    long peakHeap;
-
-    @Override
-    public String toString() {
-      return "#" + subtask + "/" + attempt + " " + startMode + " " + gapCheck + " (" + gapReason + ") loaded " + fencesLoaded
-          + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
+      deleteFence("fence-" + i);
     }
   }
 
-  static List<Episode> episodes(Connection db) throws Exception {
-    List<Episode> rows = new ArrayList<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-        "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
-            + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes"
-            + " FROM hydration_history ORDER BY installed_at, subtask")) {
-      while (r.next()) {
-        Episode e = new Episode();
-        e.jobId = r.getString(1);
-        e.subtask = r.getInt(2);
-        e.attempt = r.getInt(3);
-        e.startMode = r.getString(4);
-        e.gapCheck = r.getString(5);
-        e.gapReason = r.getString(6);
-        e.installedAt = r.getLong(7);
-        e.restoredAt = r.getLong(8);
-        e.indexedAt = r.getLong(9);
-        e.hydratedAt = r.getLong(10);
-        e.fencesLoaded = r.getLong(11);
-        e.editsReplayed = r.getLong(12);
-        e.checksumMatch = (Boolean) r.getObject(13);
-        e.peakHeap = r.getLong(14);
-        rows.add(e);
-      }
+  /** Creates fences {@code from} to {@code to - 1}, or re-creates them after a delete. */
+  void createFences(int from, int to) throws Exception {
+    for (int i = from; i < to; i++) {
+      upsertFence("fence-" + i, star(random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
     }
-    return rows;
   }
 
-  private static String millis(String column) {
-    return "coalesce((extract(epoch FROM " + column + ") * 1000)::bigint, 0)";
+  private Geometry star(double cx, double cy, double radius) {
+    return GeneratedFences.star(random, cx, cy, radius, 6 + random.nextInt(40));
   }
 
-  /** Checks a finished episode's timings are in order and plausible, and that it ended ready. */
-  static void assertHydrated(Episode e) {
-    assertThat(e.hydratedAt).as("hydrated: %s", e).isPositive();
-    assertThat(e.checksumMatch).as("checksum match: %s", e).isTrue();
-    assertThat(e.hydratedAt - e.installedAt).as("hydration time: %s", e).isBetween(0L, 120_000L);
-    if (e.restoredAt != 0) {
-      assertThat(e.installedAt).isLessThanOrEqualTo(e.restoredAt);
-      assertThat(e.restoredAt).isLessThanOrEqualTo(e.indexedAt);
-      assertThat(e.indexedAt).isLessThanOrEqualTo(e.hydratedAt);
-    }
-    assertThat(e.peakHeap).as("peak heap: %s", e).isPositive();
-  }
-
-  /**
-   * The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, once
-   * Flink has fetched it (-1 if it never does).
-   */
-  static long metricSum(JobClient job, String metric) throws Exception {
-    long deadline = System.currentTimeMillis() + 20_000;
-    long sum = fetchMetricSum(job, metric);
-    while (sum < 0 && System.currentTimeMillis() < deadline) {
-      Thread.sleep(500);
-      sum = fetchMetricSum(job, metric);
-    }
-    return sum;
-  }
-
-  private static long fetchMetricSum(JobClient job, String metric) throws Exception {
-    Configuration client = FLINK.getClientConfiguration();
-    String base = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID();
-    HttpClient http = HttpClient.newHttpClient();
-    ObjectMapper json = new ObjectMapper();
-    for (JsonNode vertex : json.readTree(get(http, base)).get("vertices")) {
-      if (vertex.get("name").asText().contains("Fence index")) {
-        String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
-        for (JsonNode m : json.readTree(get(http, metrics))) {
-          if (m.get("id").asText().endsWith("." + metric)) {
-            JsonNode values = json.readTree(get(http, metrics + "?get=" + m.get("id").asText() + "&agg=sum"));
-            return values.size() == 0 ? -1 : values.get(0).get("sum").asLong();
-          }
-        }
-      }
-    }
-    return -1;
-  }
-
-  private static String get(HttpClient http, String url) throws Exception {
-    return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
-  }
-
-  // ---- the oracle ---------------------------------------------------------------------------------
+  // ---- the oracle and the comparisons ---------------------------------------------------------------
 
   /**
    * The oracle: evaluates locations in time order against the fences in force (JTS covers) and
    * keeps each object's membership, as DESIGN section 5 defines ENTER and EXIT.
    */
-  void evaluate(List<Location> locations, Map<String, Set<String>> inside) {
-    Map<String, PreparedGeometry> prepared = new HashMap<>();
-    fences.forEach((id, shape) -> {
-      if (shape != null) {
-        prepared.put(id, PreparedGeometryFactory.prepare(shape));
-      }
-    });
+  private void evaluate(List<Location> locations) {
+    Map<String, PreparedGeometry> prepared = prepared();
     List<Location> ordered = new ArrayList<>(locations);
     ordered.sort((a, b) -> Long.compare(a.timestamp, b.timestamp));
     for (Location l : ordered) {
@@ -503,109 +483,229 @@ abstract class EndToEndFixture {
     }
   }
 
-  Set<String> awaitTriggers(Connection db, int count) throws Exception {
-    long deadline = System.currentTimeMillis() + 120_000;
+  private Map<String, PreparedGeometry> prepared() {
+    Map<String, PreparedGeometry> prepared = new HashMap<>();
+    fences.forEach((id, shape) -> {
+      if (shape != null) {
+        prepared.put(id, PreparedGeometryFactory.prepare(shape));
+      }
+    });
+    return prepared;
+  }
+
+  /**
+   * Every trigger written, once every location so far is evaluated ({@link #awaitEvaluated}):
+   * object, fence, kind, and event time or "delete".
+   */
+  Set<String> triggers() throws Exception {
+    awaitEvaluated();
     Set<String> rows = new TreeSet<>();
-    while (System.currentTimeMillis() < deadline) {
-      rows.clear();
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-          "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
-        while (r.next()) {
-          rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + (r.getBoolean(4) ? "delete" : r.getLong(5)));
-        }
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+        "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
+      while (r.next()) {
+        rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + (r.getBoolean(4) ? "delete" : r.getLong(5)));
       }
-      if (rows.size() >= count) {
-        Thread.sleep(1000); // and no more than that
-        return awaitStable(db, rows);
-      }
-      Thread.sleep(300);
     }
     return rows;
   }
 
-  /** Every trigger the oracle expects, none other (ids are deterministic: a replay rewrites, never adds). */
-  void assertTriggersAsUninterrupted(Connection db) throws Exception {
-    Set<String> actual = awaitTriggers(db, expected.size());
-    assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
-    assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
+  /** The triggers are the oracle's, each written once (ids are deterministic: a replay rewrites, never adds). */
+  void assertTriggersAsOracle() throws Exception {
+    assertThat(triggers()).containsExactlyInAnyOrderElementsOf(expected);
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
   }
 
-  Set<String> awaitStable(Connection db, Set<String> rows) throws Exception {
-    Set<String> again = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-        "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
-      while (r.next()) {
-        again.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + (r.getBoolean(4) ? "delete" : r.getLong(5)));
-      }
-    }
-    return again;
-  }
-
-  static Set<String> presence(Connection db) throws Exception {
+  /** {@code geofence_presence} is who the oracle has inside which fence (the query points aside). */
+  void assertPresenceAsOracle() throws Exception {
+    awaitEvaluated();
     Set<String> rows = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT object_id, fence_id FROM geofence_presence WHERE object_id NOT LIKE 'q-%'")) {
+    try (Statement s = db.createStatement();
+        ResultSet r = s.executeQuery("SELECT object_id, fence_id FROM geofence_presence WHERE object_id NOT LIKE 'q-%'")) {
       while (r.next()) {
         rows.add(r.getString(1) + " " + r.getString(2));
       }
     }
+    Set<String> oracle = new TreeSet<>();
+    inside.forEach((object, fenceIds) -> fenceIds.forEach(f -> oracle.add(object + " " + f)));
+    assertThat(rows).isEqualTo(oracle);
+  }
+
+  /**
+   * Checks the job's index three ways over {@code points} random query points: each point is a new
+   * object, so the job ENTERs every fence its index says covers it; those sets must equal both a
+   * fresh rebuild (the fences read from the database now, indexed anew) and the oracle (JTS covers
+   * over the shapes this test wrote). Run after the job has caught up with every edit.
+   */
+  void threeWayCheck(String tag, int points) throws Exception {
+    long t = nextLocationTime();
+    SplittableRandom queries = new SplittableRandom(tag.hashCode());
+    List<Location> locations = new ArrayList<>(points);
+    for (int i = 0; i < points; i++) {
+      locations.add(new Location("q-" + tag + "-" + i, t, queries.nextDouble(-1, 11), queries.nextDouble(-1, 11), null));
+    }
+    writeLines(locations.stream().map(LocationJson::format).toList());
+    lastLocationTime = t;
+
+    FenceIndex rebuilt = new FenceIndex();
+    FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
+    try (Connection read = DriverManager.getConnection(url, "postgres", adminPassword)) {
+      BucketRead.read(read, columns, 1, 0, 0, change -> {
+        if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
+          try {
+            rebuilt.upsert(change.fenceId, change.tenant, reader.readWkb(change.geometryBytes).geometry());
+          } catch (Exception e) {
+            throw new AssertionError("fence " + change.fenceId + " does not decode", e);
+          }
+        }
+      });
+    }
+    Map<String, PreparedGeometry> prepared = prepared();
+    Set<String> oracle = new TreeSet<>();
+    Set<String> fresh = new TreeSet<>();
+    for (Location q : locations) {
+      org.locationtech.jts.geom.Point point = JTS.createPoint(new Coordinate(q.lon, q.lat));
+      prepared.forEach((id, fence) -> {
+        if (fence.covers(point)) {
+          oracle.add(q.objectId + " " + id);
+          expected.add(q.objectId + " " + id + " ENTER " + t);
+        }
+      });
+      rebuilt.covering(q.lon, q.lat, null).forEach(id -> fresh.add(q.objectId + " " + id));
+    }
+    assertThat(fresh).as("a fresh rebuild from the database agrees with the oracle").isEqualTo(oracle);
+    awaitEvaluated();
+    Set<String> job = new TreeSet<>();
+    try (PreparedStatement s = db.prepareStatement("SELECT object_id, fence_id FROM geofence_triggers WHERE object_id LIKE ? AND kind = 'ENTER'")) {
+      s.setString(1, "q-" + tag + "-%");
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          job.add(r.getString(1) + " " + r.getString(2));
+        }
+      }
+    }
+    assertThat(job).as("the job's index answers " + points + " query points as the oracle does").isEqualTo(oracle);
+  }
+
+  // ---- hydration history and metrics ------------------------------------------------------------------
+
+  /** One hydration_history row, as the assertions need it; times in epoch millis, 0 for none. */
+  record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
+      long installedAt, long restoredAt, long indexedAt, long hydratedAt, long fencesLoaded, long editsReplayed,
+      Boolean checksumMatch, long peakHeap) {
+
+    @Override
+    public String toString() {
+      return "#" + subtask + "/" + attempt + " " + startMode + " " + gapCheck + " (" + gapReason + ") loaded " + fencesLoaded
+          + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
+    }
+  }
+
+  /** Every row of {@code hydration_history}, in the order the warm-ups began. */
+  List<Episode> episodes() throws Exception {
+    List<Episode> rows = new ArrayList<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+        "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
+            + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes"
+            + " FROM hydration_history ORDER BY installed_at, subtask")) {
+      while (r.next()) {
+        rows.add(new Episode(r.getString(1), r.getInt(2), r.getInt(3), r.getString(4), r.getString(5), r.getString(6), r.getLong(7),
+            r.getLong(8), r.getLong(9), r.getLong(10), r.getLong(11), r.getLong(12), (Boolean) r.getObject(13), r.getLong(14)));
+      }
+    }
     return rows;
   }
 
-  static Set<String> flatten(Map<String, Set<String>> inside) {
-    Set<String> rows = new TreeSet<>();
-    inside.forEach((object, fenceIds) -> fenceIds.forEach(f -> rows.add(object + " " + f)));
-    return rows;
+  /** The rows of one job's warm-ups. */
+  List<Episode> episodes(JobClient job) throws Exception {
+    return episodes().stream().filter(e -> e.jobId().equals(job.getJobID().toString())).toList();
   }
 
-  static long queryLong(Connection db, String sql) throws Exception {
+  private static String millis(String column) {
+    return "coalesce((extract(epoch FROM " + column + ") * 1000)::bigint, 0)";
+  }
+
+  /** Checks a finished episode's timings are in order and plausible, and that it ended ready. */
+  static void assertHydrated(Episode e) {
+    assertThat(e.hydratedAt()).as("hydrated: %s", e).isPositive();
+    assertThat(e.checksumMatch()).as("checksum match: %s", e).isTrue();
+    assertThat(e.hydratedAt() - e.installedAt()).as("hydration time: %s", e).isBetween(0L, 120_000L);
+    if (e.restoredAt() != 0) {
+      assertThat(e.installedAt()).isLessThanOrEqualTo(e.restoredAt());
+      assertThat(e.restoredAt()).isLessThanOrEqualTo(e.indexedAt());
+      assertThat(e.indexedAt()).isLessThanOrEqualTo(e.hydratedAt());
+    }
+    assertThat(e.peakHeap()).as("peak heap: %s", e).isPositive();
+  }
+
+  /**
+   * The warm-ups of a job, finished or not (the rebuilds of a running index aside): for every
+   * subtask one row per attempt that opened the index (a replay rewrites a row, never adds one;
+   * an attempt failed before it opened has none); the first attempt's of {@code startMode}; a
+   * later one's, after a failover (the MiniCluster's, or the CDC source's own), restored from the
+   * latest checkpoint or, when there was none yet, as the first; the last attempt of every subtask
+   * hydrated. Returns those last attempts' rows, by subtask.
+   */
+  List<Episode> assertWarmUps(String jobId, int parallelism, String startMode) throws Exception {
+    List<Episode> rows = episodes().stream().filter(e -> e.jobId().equals(jobId) && !e.startMode().equals("rebuild")).toList();
+    Map<Integer, java.util.TreeMap<Integer, Episode>> attempts = new java.util.TreeMap<>();
+    for (Episode e : rows) {
+      assertThat(attempts.computeIfAbsent(e.subtask(), s -> new java.util.TreeMap<>()).put(e.attempt(), e))
+          .as("one row for subtask %d, attempt %d: %s", e.subtask(), e.attempt(), rows).isNull();
+    }
+    assertThat(attempts.keySet()).as("the subtasks that warmed up: %s", rows)
+        .containsExactlyElementsOf(java.util.stream.IntStream.range(0, parallelism).boxed().toList());
+    List<Episode> last = new ArrayList<>();
+    attempts.forEach((subtask, tried) -> {
+      if (tried.containsKey(0)) {
+        assertThat(tried.get(0).startMode()).as("start mode of %s", tried.get(0)).isEqualTo(startMode);
+      }
+      tried.values().forEach(e -> assertThat(e.startMode()).as("start mode of %s", e).isIn(startMode, "checkpoint"));
+      assertHydrated(tried.lastEntry().getValue());
+      last.add(tried.lastEntry().getValue());
+    });
+    return last;
+  }
+
+  List<Episode> assertWarmUps(JobClient job, int parallelism, String startMode) throws Exception {
+    return assertWarmUps(job.getJobID().toString(), parallelism, startMode);
+  }
+
+  /** The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, once Flink has fetched it. */
+  static long metricSum(JobClient job, String metric) throws Exception {
+    return Waiting.until("Flink's REST API to report the fence index's " + metric, PATIENCE, () -> fetchMetricSum(job, metric), v -> v >= 0);
+  }
+
+  /** The sum, or -1 while the REST API has none (the job is restarting, or Flink has not fetched it yet). */
+  static long fetchMetricSum(JobClient job, String metric) throws Exception {
+    Configuration client = FLINK.getClientConfiguration();
+    String base = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID();
+    HttpClient http = HttpClient.newHttpClient();
+    ObjectMapper json = new ObjectMapper();
+    for (JsonNode vertex : json.readTree(get(http, base)).path("vertices")) {
+      if (vertex.get("name").asText().contains(GeofenceJob.FENCE_INDEX_NAME)) {
+        String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
+        for (JsonNode m : json.readTree(get(http, metrics))) {
+          if (m.get("id").asText().endsWith("." + metric)) {
+            JsonNode values = json.readTree(get(http, metrics + "?get=" + m.get("id").asText() + "&agg=sum"));
+            return values.size() == 0 ? -1 : values.get(0).get("sum").asLong();
+          }
+        }
+      }
+    }
+    return -1;
+  }
+
+  private static String get(HttpClient http, String url) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
+  }
+
+  // ---- the database ---------------------------------------------------------------------------------
+
+  long queryLong(String sql) throws Exception {
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
       r.next();
       return r.getLong(1);
     }
-  }
-
-  static Geometry star(SplittableRandom random, double cx, double cy, double radius) {
-    return GeneratedFences.star(random, cx, cy, radius, 6 + random.nextInt(40));
-  }
-
-  /** Creates fences {@code from} to {@code to - 1}, or reshapes and moves them. */
-  void placeFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
-    for (int i = from; i < to; i++) {
-      upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
-    }
-  }
-
-  /** Deletes fences {@code from} to {@code to - 1}; objects inside them are expected to EXIT. */
-  void deleteFences(Connection db, int from, int to, Map<String, Set<String>> inside) throws Exception {
-    for (int i = from; i < to; i++) {
-      for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
-        if (e.getValue().remove("fence-" + i)) {
-          expected.add(e.getKey() + " fence-" + i + " EXIT delete");
-        }
-      }
-      deleteFence(db, "fence-" + i);
-    }
-  }
-
-  /** Creates fences {@code from} to {@code to - 1}, or re-creates them after a delete. */
-  void createFences(Connection db, SplittableRandom random, int from, int to) throws Exception {
-    for (int i = from; i < to; i++) {
-      upsertFence(db, "fence-" + i, star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
-    }
-  }
-
-  /** A fresh database named {@code name} on the server, with the source and output migrations. */
-  static String createDatabase(String serverUrl, String password, String name, boolean postgis) throws Exception {
-    try (Connection admin = java.sql.DriverManager.getConnection(serverUrl, "postgres", password); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + name);
-    }
-    String url = serverUrl.substring(0, serverUrl.lastIndexOf('/') + 1) + name;
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
-      Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB);
-      Migrations.applyOutputs(db);
-    }
-    return url;
   }
 
   static String embeddedServerUrl() {

@@ -2,51 +2,26 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.connectors.cdc.FenceSource;
-import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
-import dev.geofence.connectors.location.LocationJson;
-import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.model.Location;
-import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.Migrations;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.sql.Connection;
+import dev.geofence.job.cli.GeofenceCommand;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.SplittableRandom;
-import java.util.TreeSet;
-import org.apache.flink.configuration.CheckpointingOptions;
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.StateBackendOptions;
-import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
-import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
-import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.test.junit5.MiniClusterExtension;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.io.TempDir;
-import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Envelope;
 import org.locationtech.jts.geom.Geometry;
-import org.locationtech.jts.geom.GeometryFactory;
-import org.locationtech.jts.geom.prep.PreparedGeometry;
-import org.locationtech.jts.geom.prep.PreparedGeometryFactory;
 import org.locationtech.jts.io.WKBWriter;
 
 /**
@@ -65,55 +40,106 @@ class GeofenceJobITCase extends EndToEndFixture {
   @ParameterizedTest(name = "parallelism {0}, {1}, {2}")
   @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, hashmap, postgis"})
   void triggersPresenceAndDeadLettersMatchTheOracle(int parallelism, String stateBackend, String column) throws Exception {
-    postgis = column.equals("postgis");
-    String server = embeddedServerUrl();
-    if (postgis) {
-      server = System.getenv(POSTGIS_URL);
+    if (column.equals("postgis")) {
+      String server = System.getenv(POSTGIS_URL);
       assertThat(server).as("%s must name a PostgreSQL with PostGIS and wal_level=logical, user postgres/postgres"
           + " (bash .ci/postgis.sh starts one: jdbc:postgresql://127.0.0.1:55432/postgres)", POSTGIS_URL).isNotBlank();
       password = "postgres";
+      database(server, password, "geofence_postgis_p" + parallelism, true, parallelism);
+    } else {
+      database("geofence_" + column + "_p" + parallelism, parallelism);
     }
-    String url = createDatabase(server, password, "geofence_" + column + "_p" + parallelism, postgis);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", password)) {
-      SplittableRandom random = new SplittableRandom(parallelism);
-      placeFences(db, random, 0, 40);
+    placeFences(0, 40);
+    // Deleted before the job starts and re-created while it runs: the snapshot must know the
+    // tombstone's seq, or the re-creation looks like a lost edit.
+    deleteFence("fence-39");
 
-      // Deleted before the job starts and re-created while it runs: the snapshot must know the
-      // tombstone's seq, or the re-creation looks like a lost edit.
-      deleteFence(db, "fence-39");
+    start(parallelism, stateBackend);
+    // Phase 1: objects move through the initial fences.
+    moveObjects();
+    // Phase 2: reshape some fences, delete some (objects inside must EXIT), add some, and send bad
+    // input: a bad new fence, a bad reshape (the old shape stays), a bad location.
+    placeFences(0, 8);
+    deleteFences(8, 14);
+    createFences(39, 46);
+    List<String> expectedLetters = insertBadFences();
+    writeLines(List.of("{\"object_id\": \"o-bad\", \"ts\": \"yesterday\", \"lon\": 1, \"lat\": 1}", "not json at all"));
+    moveObjects();
 
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      JobClient job = start(url, "slot_" + column + "_p" + parallelism, inbox, parallelism, stateBackend);
-      try {
-        String sentinel = awaitStreaming(db, "slot_" + column + "_p" + parallelism, inbox);
-        List<Location> all = new ArrayList<>();
-        Map<String, Set<String>> inside = new HashMap<>();
+    assertTriggersAsOracle();
+    assertThat(expected).as("the history exercises every kind of trigger")
+        .anyMatch(t -> t.contains(" ENTER ")).anyMatch(t -> t.endsWith(" EXIT delete"))
+        .anyMatch(t -> t.contains(" EXIT ") && !t.endsWith("delete"));
+    assertPresenceAsOracle();
+    expectedLetters.addAll(List.of("location o-bad ERROR BAD_TIMESTAMP", "location null ERROR MALFORMED_JSON"));
+    assertThat(Waiting.until("the dead letters " + expectedLetters, Duration.ofSeconds(30), this::deadLetters,
+        letters -> letters.size() >= expectedLetters.size())).containsExactlyInAnyOrderElementsOf(expectedLetters);
+  }
 
-        // Phase 1: objects move through the initial fences.
-        all.addAll(moveObjects(db, inbox, random, 1, inside));
-        // Phase 2: reshape some fences, delete some (objects inside must EXIT), add some, and
-        // send bad input: a bad new fence, a bad reshape (the old shape stays), a bad location.
-        awaitClockPast(db, all);
-        placeFences(db, random, 0, 8);
-        deleteFences(db, 8, 14, inside);
-        createFences(db, random, 39, 46);
-        List<String> expectedLetters = insertBadFences(db);
-        writeLines(inbox, List.of("{\"object_id\": \"o-bad\", \"ts\": \"yesterday\", \"lon\": 1, \"lat\": 1}", "not json at all"));
-        all.addAll(moveObjects(db, inbox, random, 2, inside));
-
-        Set<String> actual = awaitTriggers(db, expected.size());
-        assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
-        assertThat(expected).as("the history exercises every kind of trigger")
-            .anyMatch(t -> t.contains(" ENTER ")).anyMatch(t -> t.endsWith(" EXIT delete"))
-            .anyMatch(t -> t.contains(" EXIT ") && !t.endsWith("delete"));
-        inside.put(sentinel, Set.of("sentinel"));
-        assertThat(presence(db)).isEqualTo(flatten(inside));
-        expectedLetters.addAll(List.of("location o-bad ERROR BAD_TIMESTAMP", "location null ERROR MALFORMED_JSON"));
-        assertThat(deadLetters(db, expectedLetters.size())).containsExactlyInAnyOrderElementsOf(expectedLetters);
-      } finally {
-        job.cancel().get();
+  /**
+   * A fences table of one's own (DESIGN section 3), its columns named otherwise and versioned by
+   * the migration's {@code geofence_versioning}, mapped by the run command's flags: the snapshot,
+   * the stream, the tenant scoping and a rebuild (its slot dropped while the job was down) all read
+   * it by those names, and the triggers and presence are the oracle's.
+   */
+  @Test
+  void aFencesTableOfItsOwnIsReadThroughTheColumnsMappedToIt() throws Exception {
+    database(embeddedServerUrl(), "", "geofence_mapped", 43, db -> {
+      try (Statement s = db.createStatement()) {
+        s.execute("CREATE TABLE zones (zone_id text PRIMARY KEY, seq bigint NOT NULL DEFAULT 1, shape bytea NOT NULL, org text)");
+        Migrations.applyVersioning(db);
+        s.execute("SELECT geofence_versioning('zones', 'zone_id')");
+      }
+    });
+    columns = FenceTableColumns.from(GeofenceCommand.RUN.parse(new String[] {
+        "--fences-table", "zones", "--id-column", "zone_id", "--geometry-column", "shape", "--tenant-column", "org"}, 0));
+    assertThat(columns.toString()).isEqualTo("public.zones(zone_id, seq, shape, org), public.fence_bucket_stats");
+    placeFences(0, 30);
+    JobClient first = start(2, "rocksdb");
+    moveObjects();
+    placeFences(0, 5);
+    deleteFences(5, 10);
+    createFences(30, 35);
+    // Two tenants' zones on one spot: a location of one tenant enters that tenant's only.
+    awaitClockPastLocations();
+    Geometry spot = JTS.toGeometry(new Envelope(50, 51, 20, 21));
+    try (PreparedStatement s = db.prepareStatement("INSERT INTO zones (zone_id, shape, org) VALUES (?, ?, ?)")) {
+      for (String tenant : List.of("acme", "other")) {
+        s.setString(1, tenant + "-zone");
+        s.setBytes(2, new WKBWriter().write(spot));
+        s.setString(3, tenant);
+        s.execute();
       }
     }
+    probeTenant("acme");
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE fence_id LIKE '%-zone'")).isEqualTo(1);
+
+    String savepoint = stopWithSavepoint(first);
+    placeFences(10, 15);
+    deleteFences(15, 18);
+    try (Statement s = db.createStatement()) {
+      s.execute("SELECT pg_drop_replication_slot('" + slot + "')");
+    }
+    JobClient second = start(2, "rocksdb", savepoint);
+    moveObjects();
+    probeTenant("other");
+    threeWayCheck("mapped", 20_000);
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
+        .allSatisfy(e -> assertThat(e.gapCheck()).as("the slot was dropped: %s", e).isEqualTo("gap"));
+  }
+
+  /** A location of {@code tenant} on the two tenants' zones: it enters its own tenant's only. */
+  private void probeTenant(String tenant) throws Exception {
+    Location probe = new Location("probe-" + tenant, nextLocationTime(), 50.5, 20.5, tenant);
+    // The oracle knows no tenants, and not these zones: it expects this ENTER only.
+    write(List.of(probe));
+    expected.add(probe.objectId + " " + tenant + "-zone ENTER " + probe.timestamp);
+    inside.put(probe.objectId, new HashSet<>(Set.of(tenant + "-zone")));
   }
 
   /**
@@ -122,7 +148,7 @@ class GeofenceJobITCase extends EndToEndFixture {
    * of a live fence (its old shape must stay in force), and a bow-tie the job repairs and uses.
    * Returns the dead letters they must cause.
    */
-  private List<String> insertBadFences(Connection db) throws Exception {
+  private List<String> insertBadFences() throws Exception {
     List<String> letters = new ArrayList<>();
     Map<String, String> wkt = new java.util.LinkedHashMap<>();
     wkt.put("bad-empty EMPTY", "POLYGON EMPTY");
@@ -131,22 +157,22 @@ class GeofenceJobITCase extends EndToEndFixture {
     wkt.put("bad-range OUT_OF_RANGE_COORDINATE", "POLYGON ((179 0, 181 0, 180 1, 179 0))");
     for (Map.Entry<String, String> e : wkt.entrySet()) {
       String[] idAndReason = e.getKey().split(" ");
-      insertRaw(db, idAndReason[0], e.getValue(), new WKBWriter().write(new org.locationtech.jts.io.WKTReader().read(e.getValue())));
+      insertRaw(idAndReason[0], e.getValue(), new WKBWriter().write(new org.locationtech.jts.io.WKTReader().read(e.getValue())));
       letters.add("fence " + idAndReason[0] + " ERROR " + idAndReason[1]);
     }
     if (!postgis) {
-      insertRaw(db, "bad-bytes", null, new byte[] {1, 3, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0});
-      insertRaw(db, "bad-nan", null, polygonWkb(0, 0, Double.NaN, 1, 1, 1, 0, 0));
-      insertRaw(db, "bad-open", null, polygonWkb(0, 0, 1, 0, 1, 1, 0, 1));
+      insertRaw("bad-bytes", null, new byte[] {1, 3, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0});
+      insertRaw("bad-nan", null, polygonWkb(0, 0, Double.NaN, 1, 1, 1, 0, 0));
+      insertRaw("bad-open", null, polygonWkb(0, 0, 1, 0, 1, 1, 0, 1));
       letters.addAll(List.of("fence bad-bytes ERROR UNPARSEABLE", "fence bad-nan ERROR NON_FINITE_COORDINATE",
           "fence bad-open ERROR RING_NOT_CLOSED"));
     }
     // A bad reshape of a live fence: refused, the old shape stays (the oracle keeps it too).
-    updateRaw(db, "fence-20", "POINT (5 5)", new WKBWriter().write(JTS.createPoint(new Coordinate(5, 5))));
+    updateRaw("fence-20", "POINT (5 5)", new WKBWriter().write(JTS.createPoint(new Coordinate(5, 5))));
     letters.add("fence fence-20 ERROR NOT_AREAL");
     // A bow-tie where objects roam: repaired, used, and reported as a warning.
     Geometry bowTie = new org.locationtech.jts.io.WKTReader().read("POLYGON ((2 2, 8 8, 8 2, 2 8, 2 2))");
-    insertRaw(db, "bowtie", bowTie.toText(), new WKBWriter().write(bowTie));
+    insertRaw("bowtie", bowTie.toText(), new WKBWriter().write(bowTie));
     fences.put("bowtie", org.locationtech.jts.geom.util.GeometryFixer.fix(bowTie));
     letters.add("fence bowtie WARNING REPAIRED");
     return letters;
@@ -162,22 +188,13 @@ class GeofenceJobITCase extends EndToEndFixture {
     return b.array();
   }
 
-  private static List<String> deadLetters(Connection db, int expected) throws Exception {
-    long deadline = System.currentTimeMillis() + 30_000;
+  private List<String> deadLetters() throws Exception {
     List<String> rows = new ArrayList<>();
-    while (System.currentTimeMillis() < deadline) {
-      rows.clear();
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT source, key, severity, reason FROM geofence_dead_letters")) {
-        while (r.next()) {
-          rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + r.getString(4));
-        }
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT source, key, severity, reason FROM geofence_dead_letters")) {
+      while (r.next()) {
+        rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getString(3) + " " + r.getString(4));
       }
-      if (rows.size() >= expected) {
-        break;
-      }
-      Thread.sleep(300);
     }
     return rows;
   }
-
 }

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.location.MovingObjects;
 import dev.geofence.connectors.sink.JdbcOutputs;
@@ -39,7 +40,7 @@ class GeofenceJobTest {
     GeofenceJob.build(env,
         new GeofenceJob.Endpoints(FenceSource.create(source), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
-            JdbcOutputs.hydrationHistory(sink, batches, JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
+            JdbcOutputs.hydrationHistory(sink, batches, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
             JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(FenceTableColumns.defaults())), Duration.ofSeconds(1), source),
         JobSettings.defaults());
     return env.getStreamGraph().getStreamNodes().stream()

@@ -6,20 +6,14 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.sink.KafkaOutputs;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.test.junit5.InjectMiniCluster;
 import org.junit.jupiter.api.Test;
@@ -38,63 +32,49 @@ class KafkaTriggersITCase extends EndToEndFixture {
   void triggersReachTheTopicExactlyOnceAcrossATaskManagerFailure(@InjectMiniCluster MiniCluster flink) throws Exception {
     try (KafkaBroker kafka = KafkaBroker.start()) {
       kafka.createTopic("triggers", 2);
-      String url = createDatabase(embeddedServerUrl(), "", "kafka_triggers", false);
+      database("kafka_triggers", 17);
       // Long enough that triggers are surely caught in an open transaction when the TaskManager dies.
       checkpointIntervalMs = 4000;
       triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "geofence-it", Duration.ofMinutes(5));
-      try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-        SplittableRandom random = new SplittableRandom(17);
-        placeFences(db, random, 0, 30);
-        Path inbox = Files.createDirectories(temp.resolve("inbox"));
-        Map<String, Set<String>> inside = new HashMap<>();
-        JobClient job = start(url, "slot_kafka", inbox, 2, "hashmap");
-        try {
-          awaitStreaming(db, "slot_kafka", inbox);
-          moveObjects(db, inbox, random, 1, inside);
-          awaitTriggers(db, expected.size());
+      placeFences(0, 30);
+      start(2, "hashmap");
+      moveObjects();
+      assertTriggersAsOracle();
 
-          // Written to the table (at least once, flushed at once) but not yet committed to the
-          // topic: the TaskManager dies now. A checkpoint may just have committed them, so move on
-          // until a batch is caught in flight.
-          int phase = 2;
-          do {
-            moveObjects(db, inbox, random, phase++, inside);
-            awaitTriggers(db, expected.size());
-          } while (kafka.values("triggers", false).size() == kafka.values("triggers", true).size() && phase < 10);
-          assertThat(kafka.values("triggers", false)).as("triggers in an open transaction").hasSizeGreaterThan(
-              kafka.values("triggers", true).size());
-          flink.terminateTaskManager(0).get();
-          flink.startTaskManager();
+      // Written to the table (at least once, flushed at once) but not yet committed to the topic:
+      // the TaskManager dies now. A checkpoint may just have committed them, so move on until a
+      // batch is caught in flight.
+      int rounds = 0;
+      do {
+        moveObjects();
+        assertTriggersAsOracle();
+      } while (kafka.values("triggers", false).size() == kafka.values("triggers", true).size() && ++rounds < 8);
+      assertThat(kafka.values("triggers", false)).as("triggers in an open transaction").hasSizeGreaterThan(
+          kafka.values("triggers", true).size());
+      flink.terminateTaskManager(0).get();
+      flink.startTaskManager();
 
-          // The job recovers from its last checkpoint and replays what came after it.
-          moveObjects(db, inbox, random, phase, inside);
-          Set<String> actual = awaitTriggers(db, expected.size());
-          assertThat(actual).containsExactlyInAnyOrderElementsOf(expected);
-          Set<String> table = triggerIds(db);
-
-          Map<String, Integer> committed = new TreeMap<>();
-          long deadline = System.currentTimeMillis() + 60_000;
-          while (!committed.keySet().equals(table) && System.currentTimeMillis() < deadline) {
-            Thread.sleep(500);
-            committed.clear();
+      // The job recovers from its last checkpoint and replays what came after it.
+      moveObjects();
+      assertTriggersAsOracle();
+      Set<String> table = triggerIds();
+      Map<String, Integer> committed = Waiting.until("the checkpoint after the last trigger to commit them all to the topic", PATIENCE,
+          () -> {
+            Map<String, Integer> ids = new TreeMap<>();
             for (String value : kafka.values("triggers", true)) {
-              committed.merge(JSON.readTree(value).get("trigger_id").asText(), 1, Integer::sum);
+              ids.merge(JSON.readTree(value).get("trigger_id").asText(), 1, Integer::sum);
             }
-          }
-          assertThat(committed.keySet()).as("committed triggers in the topic").isEqualTo(table);
-          assertThat(committed).as("each trigger once").allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
-          List<String> everything = kafka.values("triggers", false);
-          assertThat(everything).as("the aborted transactions' records are still in the log").hasSizeGreaterThan(committed.size());
-          JsonNode first = JSON.readTree(kafka.values("triggers", true).get(0));
-          assertThat(first.get("event_time").asText()).endsWith("Z");
-        } finally {
-          job.cancel().get();
-        }
-      }
+            return ids;
+          }, ids -> ids.keySet().equals(table));
+      assertThat(committed).as("each trigger once").allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
+      List<String> everything = kafka.values("triggers", false);
+      assertThat(everything).as("the aborted transactions' records are still in the log").hasSizeGreaterThan(committed.size());
+      JsonNode first = JSON.readTree(kafka.values("triggers", true).get(0));
+      assertThat(first.get("event_time").asText()).endsWith("Z");
     }
   }
 
-  private static Set<String> triggerIds(Connection db) throws Exception {
+  private Set<String> triggerIds() throws Exception {
     Set<String> ids = new TreeSet<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT trigger_id FROM geofence_triggers")) {
       while (r.next()) {

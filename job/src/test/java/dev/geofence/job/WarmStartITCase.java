@@ -2,19 +2,22 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.connectors.model.Location;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.state.readiness.Lsn;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.sql.Connection;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.Statement;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
-import java.util.SplittableRandom;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.test.junit5.InjectMiniCluster;
@@ -37,126 +40,93 @@ class WarmStartITCase extends EndToEndFixture {
    */
   @Test
   void restoreCatchesUpOnEditsMadeWhileDownAndRescales() throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", "geofence_savepoint", false);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      SplittableRandom random = new SplittableRandom(11);
-      placeFences(db, random, 0, 40);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      List<Location> all = new ArrayList<>();
-      Map<String, Set<String>> inside = new HashMap<>();
-      List<String> sentinels = new ArrayList<>();
+    database("geofence_savepoint", 11);
+    placeFences(0, 40);
+    StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
+    placeFences(0, 6);
+    deleteFences(6, 14);
+    createFences(6, 9);
+    createFences(40, 46);
 
-      JobClient first = start(url, "slot_savepoint", inbox, 2, "rocksdb");
-      sentinels.add(awaitStreaming(db, "slot_savepoint", inbox));
-      all.addAll(moveObjects(db, inbox, random, 1, inside));
-      awaitTriggers(db, expected.size());
-      String savepoint = stopWithSavepoint(first);
+    // Locations arrive while the restored job warms up: held, none lost, none evaluated early.
+    JobClient second = start(3, "rocksdb", first.savepoint());
+    moveObjects();
+    assertTriggersAsOracle();
+    String again = stopWithSavepoint(second);
 
-      awaitClockPast(db, all);
-      placeFences(db, random, 0, 6);
-      deleteFences(db, 6, 14, inside);
-      createFences(db, random, 6, 9);
-      createFences(db, random, 40, 46);
+    placeFences(20, 24);
+    deleteFences(24, 27);
+    JobClient third = start(1, "rocksdb", again);
+    moveObjects();
+    threeWayCheck("rescaled", POINTS);
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
 
-      // Locations arrive while the restored job warms up: held, none lost, none evaluated early.
-      JobClient second = start(url, "slot_savepoint", inbox, 3, "rocksdb", savepoint);
-      all.addAll(moveObjects(db, inbox, random, 2, inside));
-      sentinels.add(awaitStreaming(db, "slot_savepoint", inbox));
-      awaitTriggers(db, expected.size());
-      String again = stopWithSavepoint(second);
-
-      awaitClockPast(db, all);
-      placeFences(db, random, 20, 24);
-      deleteFences(db, 24, 27, inside);
-      JobClient third = start(url, "slot_savepoint", inbox, 1, "rocksdb", again);
-      try {
-        sentinels.add(awaitStreaming(db, "slot_savepoint", inbox));
-        moveObjects(db, inbox, random, 3, inside);
-        threeWayCheck(db, inbox, "rescaled", POINTS);
-        assertTriggersAsUninterrupted(db);
-        sentinels.forEach(s -> inside.put(s, Set.of("sentinel")));
-        assertThat(presence(db)).isEqualTo(flatten(inside));
-      } finally {
-        third.cancel().get();
-      }
-      // Each subtask of each run hydrated; the restores caught up (the slot could not have moved:
-      // its old reader had gone) and are labelled with the savepoint.
-      List<Episode> episodes = episodes(db);
-      assertThat(episodes).noneMatch(e -> e.startMode.equals("rebuild") || "gap".equals(e.gapCheck));
-      assertThat(episodes).filteredOn(e -> e.hydratedAt != 0).allSatisfy(EndToEndFixture::assertHydrated);
-      Map<String, Set<Integer>> hydratedSubtasks = episodes.stream().filter(e -> e.hydratedAt != 0).collect(
-          java.util.stream.Collectors.groupingBy(e -> e.jobId, java.util.LinkedHashMap::new,
-              java.util.stream.Collectors.mapping(e -> e.subtask, java.util.stream.Collectors.toSet())));
-      assertThat(hydratedSubtasks.values()).containsExactly(Set.of(0, 1), Set.of(0, 1, 2), Set.of(0));
-      assertThat(episodes).filteredOn(e -> e.attempt == 0 && e.restoredAt != 0).isNotEmpty()
-          .allSatisfy(e -> assertThat(e.startMode).isEqualTo("savepoint"));
-      assertOneRowPerSubtaskAndAttempt(episodes);
-      // Both restores replayed the edits made while the job was down before they were ready.
-      Map<String, Long> replayed = episodes.stream().filter(e -> e.startMode.equals("savepoint"))
-          .collect(java.util.stream.Collectors.groupingBy(e -> e.jobId, java.util.stream.Collectors.summingLong(e -> e.editsReplayed)));
-      assertThat(replayed).as("edits replayed per restore: %s", episodes).hasSize(2).allSatisfy((job, edits) -> assertThat(edits).isPositive());
+    // Every subtask of each run warmed up; the restores (where no failover restarted them from a
+    // checkpoint) caught up, the slot could not have moved on: its old reader had gone, and they
+    // replayed the edits made while down.
+    assertThat(assertWarmUps(first.job(), 2, "fresh")).filteredOn(e -> e.startMode().equals("fresh"))
+        .allSatisfy(e -> assertThat(e.gapCheck()).isEqualTo("not-needed"));
+    for (JobClient restored : List.of(second, third)) {
+      List<Episode> rows = assertWarmUps(restored, restored == second ? 3 : 1, "savepoint").stream()
+          .filter(e -> e.startMode().equals("savepoint")).toList();
+      assertThat(rows).allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
+      assertThat(rows.stream().mapToLong(Episode::editsReplayed).sum()).as("edits replayed: %s", rows).isPositive();
     }
   }
 
   /**
    * The trap the gap check exists for: a savepoint older than the slot's confirmed position. The
-   * slot would silently stream from its own position and skip the edits in between; the job finds
-   * the gap, rebuilds from the source, and the stream's redelivery of edits the rebuild already
-   * read is idempotent and counted.
+   * slot would silently stream from its own position and skip the edits in between; a subtask
+   * whose buckets had such an edit finds the gap and rebuilds from the source, one whose buckets had
+   * none proves so by the bucket versions and keeps its restored fences; the stream's redelivery of
+   * edits the rebuild already read is idempotent and counted.
    */
   @Test
   void olderSavepointAfterTheSlotMovedOnIsRebuiltFromTheSource() throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", "geofence_old_savepoint", false);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      SplittableRandom random = new SplittableRandom(13);
-      placeFences(db, random, 0, 20);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      Map<String, Set<String>> inside = new HashMap<>();
-      JobClient first = start(url, "slot_old", inbox, 2, "hashmap");
-      awaitStreaming(db, "slot_old", inbox);
-      awaitClockPast(db, moveObjects(db, inbox, random, 1, inside));
-      awaitTriggers(db, expected.size());
-      String older = first.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
+    database("geofence_old_savepoint", 13);
+    placeFences(0, 20);
+    JobClient first = start(2, "hashmap");
+    moveObjects();
+    assertTriggersAsOracle();
+    String older = first.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
 
-      // Edits the older savepoint has not seen, then checkpoints until the slot confirms past them.
-      deleteFences(db, 0, 5, inside);
-      placeFences(db, random, 5, 10);
-      long afterEdits = lsn(db, "SELECT pg_current_wal_lsn()");
-      long deadline = System.currentTimeMillis() + 60_000;
-      while (lsn(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'slot_old'") <= afterEdits) {
-        assertThat(System.currentTimeMillis()).as("the slot never confirmed past the savepoint").isLessThan(deadline);
-        Thread.sleep(200);
-      }
-      first.cancel().get();
-      // Edits both the rebuild and the stream will deliver: the stream's copies are duplicates.
-      placeFences(db, random, 10, 14);
+    // Edits the older savepoint has not seen, then checkpoints until the slot confirms past them.
+    deleteFences(0, 5);
+    placeFences(5, 10);
+    long afterEdits = lsn("SELECT pg_current_wal_lsn()");
+    Waiting.until("the slot to confirm past the edits the older savepoint has not seen", PATIENCE,
+        () -> lsn("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'") > afterEdits);
+    first.cancel().get();
+    awaitSlotReleased();
+    // Edits both the rebuild and the stream will deliver: the stream's copies are duplicates.
+    placeFences(10, 14);
 
-      JobClient second = start(url, "slot_old", inbox, 2, "hashmap", older);
-      try {
-        awaitStreaming(db, "slot_old", inbox);
-        moveObjects(db, inbox, random, 2, inside);
-        threeWayCheck(db, inbox, "older", POINTS);
-        assertTriggersAsUninterrupted(db);
-        assertThat(metricSum(second, "edits_duplicate")).as("redelivered edits counted as duplicates").isGreaterThanOrEqualTo(4);
-      } finally {
-        second.cancel().get();
+    JobClient second = start(2, "hashmap", older);
+    moveObjects();
+    threeWayCheck("older", POINTS);
+    assertTriggersAsOracle();
+    assertThat(metricSum(second, "edits_duplicate")).as("redelivered edits counted as duplicates").isGreaterThanOrEqualTo(4);
+
+    Set<Integer> skipped = IntStream.range(0, 10).mapToObj(i -> subtaskOf("fence-" + i)).collect(Collectors.toSet());
+    for (Episode e : assertWarmUps(second, 2, "savepoint")) {
+      if (!e.startMode().equals("savepoint")) {
+        continue; // restored from a checkpoint after a failover: the check was of that
       }
-      // A subtask whose buckets had edits in the skipped stretch rebuilt; one whose buckets had
-      // none proved so by the versions and kept its restored fences.
-      List<Episode> restored = episodes(db).stream().filter(e -> e.jobId.equals(second.getJobID().toString())).toList();
-      assertThat(restored).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
-      assertThat(restored).anySatisfy(e -> {
-        assertThat(e.gapCheck).isEqualTo("gap");
-        assertThat(e.gapReason).contains("skipped");
-      });
+      if (skipped.contains(e.subtask())) {
+        assertThat(e.gapCheck()).as("%s had edits in the skipped stretch", e).isEqualTo("gap");
+        assertThat(e.gapReason()).contains("skipped");
+      } else {
+        assertThat(e.gapCheck()).as("%s had none", e).isEqualTo("covered");
+      }
     }
   }
 
   @Test
   void droppedSlotIsRebuiltFromTheSource() throws Exception {
-    restoreAfterLosingTheSlot("geofence_dropped_slot", "slot_dropped", db -> {
+    restoreAfterLosingTheSlot("geofence_dropped_slot", () -> {
       try (Statement s = db.createStatement()) {
-        s.execute("SELECT pg_drop_replication_slot('slot_dropped')");
+        s.execute("SELECT pg_drop_replication_slot('" + slot + "')");
       }
     });
   }
@@ -164,19 +134,19 @@ class WarmStartITCase extends EndToEndFixture {
   /** The slot's WAL removed under a small {@code max_slot_wal_keep_size}: it can never stream again. */
   @Test
   void slotWhoseWalWasLostIsRebuiltFromTheSource() throws Exception {
-    restoreAfterLosingTheSlot("geofence_lost_wal", "slot_lost", db -> {
+    restoreAfterLosingTheSlot("geofence_lost_wal", () -> {
       try (Statement s = db.createStatement()) {
         s.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
         s.execute("SELECT pg_reload_conf()");
         s.execute("CREATE TABLE IF NOT EXISTS churn (x int)");
         try {
-          long deadline = System.currentTimeMillis() + 60_000;
-          while (!"lost".equals(walStatus(db, "slot_lost"))) {
-            assertThat(System.currentTimeMillis()).as("the slot's WAL was never removed").isLessThan(deadline);
+          // Each round writes and switches WAL segments, so checkpoints may remove the slot's.
+          Waiting.until("the slot's WAL to be removed", PATIENCE, () -> {
             s.execute("INSERT INTO churn SELECT generate_series(1, 20000)");
             s.execute("SELECT pg_switch_wal()");
             s.execute("CHECKPOINT");
-          }
+            return "lost".equals(walStatus());
+          });
         } finally {
           s.execute("ALTER SYSTEM RESET max_slot_wal_keep_size");
           s.execute("SELECT pg_reload_conf()");
@@ -186,94 +156,71 @@ class WarmStartITCase extends EndToEndFixture {
   }
 
   interface SlotBreaker {
-    void breakSlot(Connection db) throws Exception;
+    void breakSlot() throws Exception;
   }
 
   /**
    * The slot is broken while the job is down, and edits are made that it will never carry. Which
    * reason the gap check gives depends on whether the restarting CDC source has already created a
-   * new slot (then it is confirmed past the restored position) or not.
+   * new slot (then it is confirmed past the restored position) or not; and a CDC source that
+   * cannot stream from its restored position fails the job over, so a subtask may warm up more
+   * than once before it is ready.
    */
-  private void restoreAfterLosingTheSlot(String database, String slot, SlotBreaker breaker) throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", database, false);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      SplittableRandom random = new SplittableRandom(database.hashCode());
-      placeFences(db, random, 0, 30);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      Map<String, Set<String>> inside = new HashMap<>();
-      JobClient first = start(url, slot, inbox, 2, "hashmap");
-      awaitStreaming(db, slot, inbox);
-      List<Location> moved = moveObjects(db, inbox, random, 1, inside);
-      awaitTriggers(db, expected.size());
-      String savepoint = stopWithSavepoint(first);
-      awaitClockPast(db, moved);
-      placeFences(db, random, 0, 5);
-      deleteFences(db, 5, 10, inside);
-      breaker.breakSlot(db);
-      // Edits the broken slot never carried: only the rebuild can know them.
-      placeFences(db, random, 10, 15);
-      deleteFences(db, 15, 18, inside);
+  private void restoreAfterLosingTheSlot(String database, SlotBreaker breaker) throws Exception {
+    database(database, database.hashCode());
+    placeFences(0, 30);
+    String savepoint = runAndStopWithSavepoint(2, "hashmap").savepoint();
+    placeFences(0, 5);
+    deleteFences(5, 10);
+    breaker.breakSlot();
+    // Edits the broken slot never carried: only the rebuild can know them.
+    placeFences(10, 15);
+    deleteFences(15, 18);
 
-      JobClient second = start(url, slot, inbox, 2, "hashmap", savepoint);
-      try {
-        awaitStreaming(db, slot, inbox);
-        moveObjects(db, inbox, random, 2, inside);
-        threeWayCheck(db, inbox, slot, POINTS);
-        assertTriggersAsUninterrupted(db);
-      } finally {
-        second.cancel().get();
-      }
-      List<Episode> gaps = episodes(db).stream().filter(e -> "gap".equals(e.gapCheck)).toList();
-      assertThat(gaps).as("a gap found by the restored subtasks").isNotEmpty()
-          .allSatisfy(e -> assertThat(e.gapReason).containsAnyOf("does not exist", "wal_status = lost", "skipped"));
-      assertThat(gaps).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
-    }
+    JobClient second = start(2, "hashmap", savepoint);
+    moveObjects();
+    threeWayCheck(slot, POINTS);
+    assertTriggersAsOracle();
+    assertThat(assertWarmUps(second, 2, "savepoint")).as("the restored job's warm-ups from the savepoint")
+        .filteredOn(e -> e.startMode().equals("savepoint")).allSatisfy(e -> {
+      assertThat(e.gapCheck()).isEqualTo("gap");
+      assertThat(e.gapReason()).containsAnyOf("does not exist", "wal_status = lost", "skipped");
+    });
   }
 
   /**
    * The fence database unreachable when a savepoint is restored (the network to it cut by a
-   * proxy): the job keeps retrying (the CDC source fails over, the gap check retries), and no
-   * location is evaluated; once the database is back the index catches up and the locations that
-   * arrived meanwhile are evaluated, none lost.
+   * proxy): the job keeps retrying (the CDC source fails the job over, the gap check retries), and
+   * holds the locations that arrive meanwhile: not one trigger is written from the moment the
+   * database goes until it is back, which is only after the job has failed on it twice. Then the
+   * index catches up and they are evaluated, none lost, against the edits made while it was down.
    */
   @Test
   void databaseUnreachableAtRestoreHoldsLocationsUntilItIsBack() throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", "geofence_unreachable", false);
-    try (TcpProxy proxy = new TcpProxy("localhost", postgres.getPort());
-        Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/geofence_unreachable";
-      SplittableRandom random = new SplittableRandom(23);
-      placeFences(db, random, 0, 30);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      Map<String, Set<String>> inside = new HashMap<>();
-      JobClient first = start(url, viaProxy, "slot_unreachable", inbox, 2, "hashmap", null);
-      awaitStreaming(db, "slot_unreachable", inbox);
-      List<Location> moved = moveObjects(db, inbox, random, 1, inside);
-      awaitTriggers(db, expected.size());
-      String savepoint = stopWithSavepoint(first);
-      awaitClockPast(db, moved);
-      placeFences(db, random, 0, 5);
-      deleteFences(db, 5, 8, inside);
+    database("geofence_unreachable", 23);
+    try (TcpProxy proxy = new TcpProxy("localhost", postgres.getPort())) {
+      sourceUrl = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/geofence_unreachable";
+      placeFences(0, 30);
+      String savepoint = runAndStopWithSavepoint(2, "hashmap").savepoint();
+      placeFences(0, 5);
+      deleteFences(5, 8);
 
       proxy.down();
-      long triggersBefore = queryLong(db, "SELECT count(*) FROM geofence_triggers");
-      JobClient second = start(url, viaProxy, "slot_unreachable", inbox, 2, "hashmap", savepoint);
-      try {
-        moveObjects(db, inbox, random, 2, inside);
-        Thread.sleep(8_000);
-        assertThat(queryLong(db, "SELECT count(*) FROM geofence_triggers"))
-            .as("no location evaluated while the fence database is unreachable").isEqualTo(triggersBefore);
-        proxy.up();
-        awaitStreaming(db, "slot_unreachable", inbox);
-        threeWayCheck(db, inbox, "unreachable", POINTS);
-        assertTriggersAsUninterrupted(db);
-      } finally {
-        second.cancel().get();
-      }
-      // Flink failed the job over while the CDC source could not connect; each subtask ended
-      // hydrated once the database was back.
-      List<Episode> restored = episodes(db).stream().filter(e -> e.jobId.equals(second.getJobID().toString())).toList();
-      assertThat(restored).filteredOn(e -> e.hydratedAt != 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
+      long down = System.currentTimeMillis();
+      JobClient second = start(2, "hashmap", savepoint);
+      moveObjects();
+      // The restored job fails over while its CDC source cannot connect: it has met the outage,
+      // and kept at it, once it has failed on it twice.
+      Waiting.until("the restored job to fail twice on the unreachable database", PATIENCE,
+          () -> failuresMentioning(second, "refused") >= 2);
+      proxy.up();
+      long up = System.currentTimeMillis();
+      threeWayCheck("unreachable", POINTS);
+      assertTriggersAsOracle();
+      assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE emitted_at >= to_timestamp(" + down / 1000.0
+          + ") AND emitted_at < to_timestamp(" + up / 1000.0 + ")")).as("triggers written while the database was unreachable").isZero();
+      // The last attempt of each subtask ended hydrated once the database was back.
+      assertWarmUps(second, 2, "savepoint");
     }
   }
 
@@ -284,40 +231,33 @@ class WarmStartITCase extends EndToEndFixture {
    */
   @Test
   void seqGapInTheStreamIsRebuiltFromTheSource() throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", "geofence_seq_gap", false);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      SplittableRandom random = new SplittableRandom(17);
-      placeFences(db, random, 0, 30);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      Map<String, Set<String>> inside = new HashMap<>();
-      JobClient job = start(url, "slot_seq_gap", inbox, 2, "rocksdb");
-      try {
-        awaitStreaming(db, "slot_seq_gap", inbox);
-        awaitClockPast(db, moveObjects(db, inbox, random, 1, inside));
-        try (Statement s = db.createStatement()) {
-          s.execute("BEGIN");
-          s.execute("ALTER TABLE fences DISABLE TRIGGER fences_version");
-          s.execute("UPDATE fences SET seq = seq + 3, geom = geom WHERE id = 'fence-3'");
-          // PostgreSQL alters no table with deferred trigger events pending: the fold runs now.
-          s.execute("SET CONSTRAINTS fences_fold IMMEDIATE");
-          s.execute("ALTER TABLE fences ENABLE TRIGGER fences_version");
-          s.execute("COMMIT");
-        }
-        placeFences(db, random, 3, 6);
-        awaitStreaming(db, "slot_seq_gap", inbox);
-        moveObjects(db, inbox, random, 2, inside);
-        threeWayCheck(db, inbox, "seq-gap", POINTS);
-        assertTriggersAsUninterrupted(db);
-        assertThat(metricSum(job, "seq_gaps")).isEqualTo(1);
-      } finally {
-        job.cancel().get();
-      }
-      List<Episode> rebuilds = episodes(db).stream().filter(e -> e.startMode.equals("rebuild")).toList();
-      assertThat(rebuilds).hasSize(1).allSatisfy(e -> {
-        assertThat(e.gapReason).contains("seq gap on fence fence-3");
-        assertHydrated(e);
-      });
+    database("geofence_seq_gap", 17);
+    placeFences(0, 30);
+    JobClient job = start(2, "rocksdb");
+    moveObjects();
+    awaitEvaluated();
+    awaitClockPastLocations();
+    try (Statement s = db.createStatement()) {
+      s.execute("BEGIN");
+      s.execute("ALTER TABLE fences DISABLE TRIGGER fences_version");
+      s.execute("UPDATE fences SET seq = seq + 3, geom = geom WHERE id = 'fence-3'");
+      // PostgreSQL alters no table with deferred trigger events pending: the fold runs now.
+      s.execute("SET CONSTRAINTS fences_fold IMMEDIATE");
+      s.execute("ALTER TABLE fences ENABLE TRIGGER fences_version");
+      s.execute("COMMIT");
     }
+    placeFences(3, 6);
+    moveObjects();
+    threeWayCheck("seq-gap", POINTS);
+    assertTriggersAsOracle();
+    assertThat(metricSum(job, "seq_gaps")).isEqualTo(1);
+    assertWarmUps(job, 2, "fresh");
+    assertThat(episodes(job)).as("the rebuild of fence-3's subtask, an episode of its own")
+        .filteredOn(e -> e.startMode().equals("rebuild")).singleElement().satisfies(e -> {
+          assertThat(e.subtask()).isEqualTo(subtaskOf("fence-3"));
+          assertThat(e.gapReason()).contains("seq gap on fence fence-3");
+          assertHydrated(e);
+        });
   }
 
   /**
@@ -326,67 +266,54 @@ class WarmStartITCase extends EndToEndFixture {
    */
   @Test
   void taskFailureDuringCatchUpRecovers(@InjectMiniCluster MiniCluster cluster) throws Exception {
-    String url = createDatabase(embeddedServerUrl(), "", "geofence_failover", false);
-    try (Connection db = java.sql.DriverManager.getConnection(url, "postgres", "")) {
-      SplittableRandom random = new SplittableRandom(19);
-      placeFences(db, random, 0, 40);
-      Path inbox = Files.createDirectories(temp.resolve("inbox"));
-      Map<String, Set<String>> inside = new HashMap<>();
-      JobClient first = start(url, "slot_failover", inbox, 2, "rocksdb");
-      awaitStreaming(db, "slot_failover", inbox);
-      List<Location> moved = moveObjects(db, inbox, random, 1, inside);
-      awaitTriggers(db, expected.size());
-      String savepoint = stopWithSavepoint(first);
-      awaitClockPast(db, moved);
-      // Thousands of edits, each its own transaction: a catch-up that takes a while.
-      try (PreparedStatement touch = db.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {
-        for (int i = 0; i < 3000; i++) {
-          touch.setString(1, "fence-" + random.nextInt(40));
-          touch.execute();
-        }
+    database("geofence_failover", 19);
+    placeFences(0, 40);
+    String savepoint = runAndStopWithSavepoint(2, "rocksdb").savepoint();
+    // Thousands of edits, each its own transaction: a catch-up that takes a while.
+    awaitClockPastLocations();
+    try (PreparedStatement touch = db.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {
+      for (int i = 0; i < 3000; i++) {
+        touch.setString(1, "fence-" + random.nextInt(40));
+        touch.execute();
       }
-      placeFences(db, random, 0, 10);
-
-      JobClient second = start(url, "slot_failover", inbox, 2, "rocksdb", savepoint);
-      try {
-        moveObjects(db, inbox, random, 2, inside);
-        long deadline = System.currentTimeMillis() + 60_000;
-        while (queryLong(db, "SELECT count(*) FROM hydration_history WHERE start_mode = 'savepoint' AND hydrated_at IS NULL") == 0) {
-          assertThat(System.currentTimeMillis()).as("the restored job never started hydrating").isLessThan(deadline);
-          Thread.sleep(20);
-        }
-        cluster.terminateTaskManager(0).get();
-        cluster.startTaskManager();
-        awaitStreaming(db, "slot_failover", inbox);
-        moveObjects(db, inbox, random, 3, inside);
-        threeWayCheck(db, inbox, "failover", POINTS);
-        assertTriggersAsUninterrupted(db);
-      } finally {
-        second.cancel().get();
-      }
-      List<Episode> episodes = episodes(db);
-      assertThat(episodes).as("an episode cut short by the failure").anySatisfy(e -> assertThat(e.hydratedAt).isZero());
-      assertThat(episodes).filteredOn(e -> e.attempt > 0).hasSizeGreaterThanOrEqualTo(2).allSatisfy(EndToEndFixture::assertHydrated);
-      assertOneRowPerSubtaskAndAttempt(episodes);
     }
+    placeFences(0, 10);
+
+    JobClient second = start(2, "rocksdb", savepoint);
+    moveObjects();
+    Waiting.until("the restored job to begin its warm-up", PATIENCE,
+        () -> queryLong("SELECT count(*) FROM hydration_history WHERE job_id = '" + second.getJobID() + "' AND hydrated_at IS NULL") > 0);
+    cluster.terminateTaskManager(0).get();
+    cluster.startTaskManager();
+    moveObjects();
+    threeWayCheck("failover", POINTS);
+    assertTriggersAsOracle();
+    assertThat(episodes(second)).as("a warm-up cut short by the failure").anySatisfy(e -> assertThat(e.hydratedAt()).isZero());
+    assertWarmUps(second, 2, "savepoint");
   }
 
-  /** A replay rewrites an episode's row, never adds one: one row per job, start, subtask and attempt. */
-  private static void assertOneRowPerSubtaskAndAttempt(List<Episode> episodes) {
-    Map<String, Long> rows = episodes.stream().filter(e -> !e.startMode.equals("rebuild"))
-        .collect(java.util.stream.Collectors.groupingBy(e -> e.jobId + " " + e.startMode + " #" + e.subtask + "/" + e.attempt, java.util.stream.Collectors.counting()));
-    assertThat(rows).as("hydration rows per start, subtask and attempt").allSatisfy((key, count) -> assertThat(count).isEqualTo(1));
+  /** How many of the job's failures in Flink's exception history mention {@code text}. */
+  private static long failuresMentioning(JobClient job, String text) throws Exception {
+    Configuration client = FLINK.getClientConfiguration();
+    URI exceptions = URI.create("http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT)
+        + "/jobs/" + job.getJobID() + "/exceptions?maxExceptions=20");
+    String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(exceptions).build(), HttpResponse.BodyHandlers.ofString()).body();
+    long failures = 0;
+    for (JsonNode entry : new ObjectMapper().readTree(body).path("exceptionHistory").path("entries")) {
+      failures += entry.path("stacktrace").asText().contains(text) ? 1 : 0;
+    }
+    return failures;
   }
 
-  private static String walStatus(Connection db, String slot) throws Exception {
+  private String walStatus() throws Exception {
     try (Statement s = db.createStatement();
-        java.sql.ResultSet r = s.executeQuery("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+        ResultSet r = s.executeQuery("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
       return r.next() ? r.getString(1) : null;
     }
   }
 
-  private static long lsn(Connection db, String sql) throws Exception {
-    try (Statement s = db.createStatement(); java.sql.ResultSet r = s.executeQuery(sql)) {
+  private long lsn(String sql) throws Exception {
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
       r.next();
       return Lsn.parse(r.getString(1));
     }

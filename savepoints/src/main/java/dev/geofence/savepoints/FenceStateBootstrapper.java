@@ -7,6 +7,7 @@ import dev.geofence.job.operator.StoredFence;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.MapState;
@@ -18,21 +19,21 @@ import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
  * operator itself would hold them after applying those rows as snapshot edits: each fence with its
  * decoded geometry (none if it does not decode: the job would have refused it), each tombstone,
  * each bucket's fingerprint with its version, each key group's stream position, and (imported from
- * a snapshot file) the objects inside each fence.
+ * a snapshot file) each fence's geometry as the job held it and the objects inside it.
  */
 final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, BootstrapRow> {
 
   private static final long serialVersionUID = 1L;
 
   private final GeometryReadOptions geometryOptions;
-  private final FenceIndexOperator.GeometryFormat geometryFormat;
+  private final GeometryFormat geometryFormat;
   private transient FenceGeometryReader reader;
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
   private transient ValueState<FenceChange> streamPosition;
 
-  FenceStateBootstrapper(GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) {
+  FenceStateBootstrapper(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
   }
@@ -63,7 +64,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
         }
         fence.update(change.delete
             ? StoredFence.of(change.seq, true, null, null, change.commitTime)
-            : StoredFence.of(change.seq, false, decode(change), change.tenant, change.commitTime));
+            : StoredFence.of(change.seq, false, geometry(row), change.tenant, change.commitTime));
         return;
       }
       case BUCKET_STATS:
@@ -77,13 +78,17 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
     }
   }
 
-  private FenceGeometry decode(FenceChange change) {
+  /** An imported fence's geometry as the job held it, or a source row's geometry decoded as the job decodes it. */
+  private FenceGeometry geometry(BootstrapRow row) {
+    if (row.coordinates != null) {
+      return FenceGeometry.fromArrays(row.coordinates, row.ringStarts, row.polygonStarts);
+    }
+    FenceChange change = row.change;
     try {
       if (change.geometryBytes != null) {
         return reader.readWkb(change.geometryBytes).geometry();
       }
-      return (geometryFormat == FenceIndexOperator.GeometryFormat.GEOJSON
-          ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText)).geometry();
+      return reader.readText(change.geometryText, geometryFormat).geometry();
     } catch (BadGeometryException e) {
       return null;
     }

@@ -4,9 +4,13 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.job.GeofenceJob;
-import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.snapshot.ArrowSnapshotFile;
+import dev.geofence.state.snapshot.FenceSnapshot;
+import dev.geofence.state.snapshot.SnapshotBucket;
+import dev.geofence.state.snapshot.SnapshotFence;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -22,33 +26,23 @@ import org.apache.flink.state.api.SavepointWriter;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 
 /**
- * Writes a savepoint the job restores from directly, from the source of truth instead of a CDC
- * snapshot (issue 5, {@code bootstrap}): the job's replication slot is created first (if it does
- * not exist), then every fence, tombstone and bucket fingerprint is read in one consistent read, and
- * each key group's stream position is that read's LSN. The job restored from it with {@code
- * --startup slot} streams from the slot: what was committed between the slot's creation and the
- * read arrives again and is a duplicate, what came after is caught up; the gap check applies as on
- * any restore. The rows are held in memory while the savepoint is written.
+ * Writes a savepoint the job restores from directly, from the source of truth instead of a first
+ * read of the table by the job (issue 5, {@code bootstrap}): the job's replication slot is created
+ * first (if it does not exist), then every fence, tombstone and bucket fingerprint is read in one
+ * consistent read, and each key group's stream position is that read's LSN. The job restored from
+ * it streams from the slot (its CDC source has no state, and always starts from the slot): what was
+ * committed between the slot's creation and the read arrives again and is a duplicate, what came
+ * after is caught up; the gap check applies as on any restore. The rows are held in memory while the savepoint is written.
  */
 public final class SavepointBootstrap {
 
-  /** What was written. */
-  public static final class Result {
-    public final long lsn;
-    public final long fences;
-    public final long tombstones;
-
-    Result(long lsn, long fences, long tombstones) {
-      this.lsn = lsn;
-      this.fences = fences;
-      this.tombstones = tombstones;
-    }
-  }
+  /** What was written: the stream position every key group starts from, live fences and tombstones. */
+  public record Result(long lsn, long fences, long tombstones) {}
 
   private SavepointBootstrap() {}
 
   public static Result write(Connection db, FenceTableColumns columns, String slot, String output, int maxParallelism,
-      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat, java.io.PrintStream progress)
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, java.io.PrintStream progress)
       throws Exception {
     createSlotIfMissing(db, slot);
     List<BootstrapRow> rows = new ArrayList<>();
@@ -58,26 +52,34 @@ public final class SavepointBootstrap {
       reading.tick();
     });
     reading.finish();
-    writeRows(rows, read.lsn, System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
-    return new Result(read.lsn, read.fences, read.tombstones);
+    writeRows(rows, read.lsn(), System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
+    return new Result(read.lsn(), read.fences(), read.tombstones());
   }
 
   /**
-   * Writes a savepoint from a snapshot file {@link ArrowSnapshotFile#export} wrote: the same
-   * fences, fingerprints and stream position, without reading the database. The job's slot must
-   * still hold the position, as for the savepoint exported.
+   * Writes a savepoint from a snapshot file {@link SavepointExport} wrote: the same fences (with
+   * their geometry as the job held it, and the objects inside them), fingerprints and stream
+   * position, without reading the database. The job's slot must still hold the position, as for
+   * the savepoint exported.
    */
-  public static Result writeFromArrow(Path file, String output, GeometryReadOptions geometryOptions) throws Exception {
-    ArrowSnapshotFile.Content content = ArrowSnapshotFile.read(file);
-    long fences = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && !r.change.delete).count();
-    long tombstones = content.rows.stream().filter(r -> r.change.kind == FenceChange.Kind.FENCE && r.change.delete).count();
-    writeRows(content.rows, content.lsn, content.commitTime, output, content.maxParallelism, geometryOptions,
-        FenceIndexOperator.GeometryFormat.WKB);
-    return new Result(content.lsn, fences, tombstones);
+  public static Result writeFromArrow(Path file, String output) throws Exception {
+    FenceSnapshot snapshot = ArrowSnapshotFile.read(file);
+    List<BootstrapRow> rows = new ArrayList<>();
+    long tombstones = 0;
+    for (SnapshotFence fence : snapshot.fences()) {
+      rows.add(BootstrapRow.of(fence));
+      tombstones += fence.deleted() ? 1 : 0;
+    }
+    for (SnapshotBucket bucket : snapshot.buckets()) {
+      rows.add(BootstrapRow.of(bucket));
+    }
+    writeRows(rows, snapshot.lsn(), snapshot.commitTime(), output, snapshot.maxParallelism(), GeometryReadOptions.defaults(),
+        GeometryFormat.WKB);
+    return new Result(snapshot.lsn(), snapshot.fences().size() - tombstones, tombstones);
   }
 
   private static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
-      GeometryReadOptions geometryOptions, FenceIndexOperator.GeometryFormat geometryFormat) throws Exception {
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) throws Exception {
     FenceChange position = new FenceChange();
     position.lsn = lsn;
     position.commitTime = commitTime;

@@ -21,41 +21,30 @@ import java.util.TreeMap;
  * id by id and seq by seq; a bucket edited since (a higher version) is reported and not compared.
  * Equal means: no bucket unedited since differs, and none is older at the source than in the
  * savepoint.
+ *
+ * @param differences fences the source holds and the savepoint lacks, the savepoint holds and the
+ *     source lacks, or at another seq, by fence id
+ * @param bucketsEditedSince buckets edited at the source since the savepoint: not compared
+ * @param bucketsBehind buckets whose fingerprint at the source is older than the savepoint's (or
+ *     absent from it)
  */
-public final class SavepointVerification {
+public record SavepointVerification(
+    List<Difference> differences, int bucketsEditedSince, List<Integer> bucketsBehind,
+    long sourceFences, long sourceChecksum, long savepointFences, long savepointChecksum) {
 
-  /** A fence the comparison found different, with both seqs (0: absent or deleted there). */
-  public static final class Difference {
-    public final String kind;
-    public final String fenceId;
-    public final long savepointSeq;
-    public final long sourceSeq;
-
-    Difference(String kind, String fenceId, long savepointSeq, long sourceSeq) {
-      this.kind = kind;
-      this.fenceId = fenceId;
-      this.savepointSeq = savepointSeq;
-      this.sourceSeq = sourceSeq;
-    }
+  /**
+   * A fence the comparison found different, with both seqs (0: absent or deleted there).
+   *
+   * @param kind {@code missing} (in the source, not the savepoint), {@code extra} (the other way
+   *     round) or {@code stale} (another seq)
+   */
+  public record Difference(String kind, String fenceId, long savepointSeq, long sourceSeq) {
 
     @Override
     public String toString() {
       return kind + " " + fenceId + " (savepoint seq " + savepointSeq + ", source seq " + sourceSeq + ")";
     }
   }
-
-  /** Fences the source holds and the savepoint lacks, the savepoint holds and the source lacks, or at another seq. */
-  public final List<Difference> differences = new ArrayList<>();
-  /** Buckets edited at the source since the savepoint: not compared. */
-  public int bucketsEditedSince;
-  /** Buckets whose fingerprint at the source is older than the savepoint's (or absent from it). */
-  public final List<Integer> bucketsBehind = new ArrayList<>();
-  public long sourceFences;
-  public long sourceChecksum;
-  public long savepointFences;
-  public long savepointChecksum;
-
-  private SavepointVerification() {}
 
   public boolean equal() {
     return differences.isEmpty() && bucketsBehind.isEmpty();
@@ -64,11 +53,10 @@ public final class SavepointVerification {
   /** Compares, reading the source's fences and fingerprints in one consistent read. */
   public static SavepointVerification verify(SavepointInspection savepoint, Connection db, FenceTableColumns columns)
       throws SQLException {
-    SavepointVerification result = new SavepointVerification();
-    result.savepointFences = savepoint.fences;
-    result.savepointChecksum = savepoint.checksum;
     long[] sourceVersions = new long[FenceBuckets.COUNT];
     Map<String, Long> sourceLive = new HashMap<>();
+    long sourceFences = 0;
+    long sourceChecksum = 0;
     boolean autoCommit = db.getAutoCommit();
     db.setAutoCommit(false);
     db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
@@ -78,8 +66,8 @@ public final class SavepointVerification {
           "SELECT bucket, version, fence_count, checksum FROM " + columns.qualified(columns.bucketStatsTable()))) {
         while (r.next()) {
           sourceVersions[r.getInt(1)] = r.getLong(2);
-          result.sourceFences += r.getLong(3);
-          result.sourceChecksum ^= r.getLong(4);
+          sourceFences += r.getLong(3);
+          sourceChecksum ^= r.getLong(4);
         }
       }
       s.setFetchSize(10_000);
@@ -94,12 +82,14 @@ public final class SavepointVerification {
       db.setAutoCommit(autoCommit);
     }
     boolean[] compared = new boolean[FenceBuckets.COUNT];
+    List<Integer> behind = new ArrayList<>();
+    int editedSince = 0;
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
       long mine = savepoint.bucketVersions[b];
       if (mine < 0 || sourceVersions[b] < mine) {
-        result.bucketsBehind.add(b);
+        behind.add(b);
       } else if (sourceVersions[b] > mine) {
-        result.bucketsEditedSince++;
+        editedSince++;
       } else {
         compared[b] = true;
       }
@@ -120,8 +110,8 @@ public final class SavepointVerification {
         found.put(id, new Difference("extra", id, seq, 0));
       }
     });
-    result.differences.addAll(found.values());
-    return result;
+    return new SavepointVerification(List.copyOf(found.values()), editedSince, List.copyOf(behind),
+        sourceFences, sourceChecksum, savepoint.fences, savepoint.checksum);
   }
 
   /** The comparison for people, at most {@code limit} differences listed. */

@@ -1,5 +1,6 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -10,11 +11,12 @@ import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.source.SourceRecord;
 
 /**
- * Reads Debezium's Postgres change records for the fences table, its tombstones, the bucket
- * fingerprints and the heartbeat table into {@link FenceChange}s. (The incremental source keeps
- * Debezium's own heartbeat events to itself, so the heartbeat is a real row the source writes with
- * {@code heartbeat.action.query} and reads back.) The geometry is passed on still encoded: PostGIS
- * {@code geometry} arrives as a struct holding EWKB, {@code bytea} as bytes, text as a string.
+ * Reads Debezium's Postgres change records for the fences table (its columns as {@link
+ * FenceTableColumns} maps them), its tombstones, the bucket fingerprints and the heartbeat table
+ * into {@link FenceChange}s. (The incremental source keeps Debezium's own heartbeat events to
+ * itself, so the heartbeat is a real row the job writes and this reads back; see {@link
+ * FenceSource}.) The geometry is passed on still encoded: PostGIS {@code geometry} arrives as a
+ * struct holding EWKB, {@code bytea} as bytes, text as a string.
  *
  * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
  * delete is version {@code old seq + 1}, as the migration's tombstone records it.
@@ -112,7 +114,8 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     Field field = row.schema().field(columns.geometry());
     if (field == null) {
       throw new IllegalStateException(
-          "the fences table has no geometry column '" + columns.geometry() + "' (see --geometry-column)");
+          "the fences table " + columns.fencesTable() + " has no geometry column '" + columns.geometry() + "' (option "
+              + GeofenceOptions.GEOMETRY_COLUMN.key() + ", or --geometry-column)");
     }
     Object geometry = row.get(field);
     if (geometry instanceof Struct) {

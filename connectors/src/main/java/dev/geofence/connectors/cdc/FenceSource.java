@@ -22,7 +22,7 @@ public final class FenceSource {
 
   /** The heartbeat row write: its commit time advances the fence clock while fences are idle. */
   public static String heartbeatSql(FenceTableColumns columns) {
-    return "INSERT INTO " + columns.schema() + "." + columns.heartbeatTable() + " (id, beat_at) VALUES (1, now())"
+    return "INSERT INTO " + columns.qualified(columns.heartbeatTable()) + " (id, beat_at) VALUES (1, now())"
         + " ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
   }
 

@@ -1,5 +1,6 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import java.io.Serializable;
 import java.net.URI;
 import java.time.Duration;
@@ -25,7 +26,6 @@ public final class FenceSourceOptions implements Serializable {
   private final FenceTableColumns columns;
   private final Duration heartbeatInterval;
   private final Properties debeziumProperties;
-  private final boolean streamFromSlot;
 
   private FenceSourceOptions(Builder b) {
     if (b.url == null) {
@@ -46,7 +46,6 @@ public final class FenceSourceOptions implements Serializable {
     this.heartbeatInterval = b.heartbeatInterval;
     this.debeziumProperties = new Properties();
     this.debeziumProperties.putAll(b.debeziumProperties);
-    this.streamFromSlot = b.streamFromSlot;
   }
 
   private static URI parse(String url) {
@@ -112,14 +111,6 @@ public final class FenceSourceOptions implements Serializable {
     return copy;
   }
 
-  /**
-   * Whether a fresh start skips the CDC snapshot and streams from the slot's confirmed position:
-   * for a job restored from a bootstrapped savepoint, which holds the fences but no source state.
-   */
-  public boolean streamFromSlot() {
-    return streamFromSlot;
-  }
-
   /** The JDBC URL of the fence database, without credentials. */
   public String jdbcUrl() {
     return "jdbc:postgresql://" + hostname + ":" + port + "/" + database;
@@ -134,8 +125,7 @@ public final class FenceSourceOptions implements Serializable {
     return port == that.port && hostname.equals(that.hostname) && database.equals(that.database)
         && username.equals(that.username) && password.equals(that.password) && slotName.equals(that.slotName)
         && publicationName.equals(that.publicationName) && columns.equals(that.columns)
-        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties)
-        && streamFromSlot == that.streamFromSlot;
+        && heartbeatInterval.equals(that.heartbeatInterval) && debeziumProperties.equals(that.debeziumProperties);
   }
 
   @Override
@@ -154,12 +144,11 @@ public final class FenceSourceOptions implements Serializable {
     private String url;
     private String username;
     private String password;
-    private String slotName = "geofence";
-    private String publicationName = "geofence_publication";
+    private String slotName = GeofenceOptions.SLOT.defaultValue();
+    private String publicationName = GeofenceOptions.PUBLICATION.defaultValue();
     private FenceTableColumns columns = FenceTableColumns.defaults();
-    private Duration heartbeatInterval = Duration.ofSeconds(1);
+    private Duration heartbeatInterval = GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue();
     private final Properties debeziumProperties = new Properties();
-    private boolean streamFromSlot;
 
     private Builder() {}
 
@@ -184,7 +173,7 @@ public final class FenceSourceOptions implements Serializable {
       return this;
     }
 
-    /** Defaults to {@code geofence_publication}, which the shipped migration creates. */
+    /** Defaults to the publication the shipped migration creates. */
     public Builder publicationName(String publicationName) {
       this.publicationName = publicationName;
       return this;
@@ -203,12 +192,6 @@ public final class FenceSourceOptions implements Serializable {
     /** A Debezium property passed through as is (the {@code debezium.} prefix already removed). */
     public Builder debeziumProperty(String key, String value) {
       this.debeziumProperties.setProperty(key, value);
-      return this;
-    }
-
-    /** Skip the CDC snapshot and stream from the slot (see {@link FenceSourceOptions#streamFromSlot()}). */
-    public Builder streamFromSlot(boolean streamFromSlot) {
-      this.streamFromSlot = streamFromSlot;
       return this;
     }
 

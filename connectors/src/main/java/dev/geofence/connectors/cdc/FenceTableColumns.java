@@ -1,8 +1,10 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import java.io.Serializable;
 import java.util.Objects;
 import java.util.regex.Pattern;
+import org.apache.flink.configuration.ReadableConfig;
 
 /**
  * Names of the source tables and of the fences table's columns, as configured. Every name is
@@ -57,6 +59,16 @@ public final class FenceTableColumns implements Serializable {
 
   public static FenceTableColumns defaults() {
     return builder().build();
+  }
+
+  /**
+   * The fences table and its column mapping as configured ({@link GeofenceOptions#FENCES_TABLE},
+   * {@link GeofenceOptions#ID_COLUMN}, {@link GeofenceOptions#GEOMETRY_COLUMN}, {@link
+   * GeofenceOptions#TENANT_COLUMN}); the other tables are the migration's.
+   */
+  public static FenceTableColumns from(ReadableConfig config) {
+    return builder().fencesTable(config.get(GeofenceOptions.FENCES_TABLE)).id(config.get(GeofenceOptions.ID_COLUMN))
+        .geometry(config.get(GeofenceOptions.GEOMETRY_COLUMN)).tenant(config.get(GeofenceOptions.TENANT_COLUMN)).build();
   }
 
   public static Builder builder() {
@@ -129,14 +141,14 @@ public final class FenceTableColumns implements Serializable {
   /** Builder of {@link FenceTableColumns}; defaults match the shipped migration. */
   public static final class Builder {
     private String schema = "public";
-    private String fencesTable = "fences";
+    private String fencesTable = GeofenceOptions.FENCES_TABLE.defaultValue();
     private String heartbeatTable = "fence_heartbeat";
     private String bucketStatsTable = "fence_bucket_stats";
     private String tombstonesTable = "fence_tombstones";
-    private String id = "id";
+    private String id = GeofenceOptions.ID_COLUMN.defaultValue();
     private String seq = "seq";
-    private String geometry = "geom";
-    private String tenant = "tenant";
+    private String geometry = GeofenceOptions.GEOMETRY_COLUMN.defaultValue();
+    private String tenant = GeofenceOptions.TENANT_COLUMN.defaultValue();
 
     private Builder() {}
 
@@ -170,7 +182,7 @@ public final class FenceTableColumns implements Serializable {
       return this;
     }
 
-    /** The tenant column; null when fences have none. */
+    /** The tenant column; null when fences have none (a table without the column has none either). */
     public Builder tenant(String tenant) {
       this.tenant = tenant;
       return this;

@@ -9,32 +9,17 @@ import java.io.Serializable;
  * circle; its timestamps start at {@code startMillis} and advance by {@code stepMillis} per lap of
  * all objects.
  */
-public final class MovingObjects implements Serializable {
+public record MovingObjects(
+    int objects, double minLon, double minLat, double maxLon, double maxLat, long startMillis, long stepMillis)
+    implements Serializable {
 
-  private static final long serialVersionUID = 1L;
-
-  private final int objects;
-  private final double minLon;
-  private final double minLat;
-  private final double maxLon;
-  private final double maxLat;
-  private final long startMillis;
-  private final long stepMillis;
-
-  public MovingObjects(int objects, double minLon, double minLat, double maxLon, double maxLat, long startMillis, long stepMillis) {
+  public MovingObjects {
     if (objects < 1) {
       throw new IllegalArgumentException("the generator needs at least one object, got " + objects);
     }
     if (!(minLon < maxLon && minLat < maxLat)) {
       throw new IllegalArgumentException("the generator's bounding box is empty");
     }
-    this.objects = objects;
-    this.minLon = minLon;
-    this.minLat = minLat;
-    this.maxLon = maxLon;
-    this.maxLat = maxLat;
-    this.startMillis = startMillis;
-    this.stepMillis = stepMillis;
   }
 
   public Location location(long n) {

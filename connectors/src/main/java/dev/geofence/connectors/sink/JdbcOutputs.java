@@ -62,9 +62,6 @@ public final class JdbcOutputs {
           + " fences_loaded = excluded.fences_loaded, fences_expected = excluded.fences_expected,"
           + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes";
 
-  /** Default retention of {@code hydration_history} rows. */
-  public static final Duration DEFAULT_HYDRATION_RETENTION = Duration.ofDays(30);
-
   private JdbcOutputs() {}
 
   /** Hydration episodes, one row per (job name, subtask, installed at); older rows are pruned. */

@@ -30,20 +30,11 @@ import java.util.function.Consumer;
  */
 public final class BucketRead {
 
-  /** What a read saw: where the source's WAL was when it began, and what it delivered. */
-  public static final class Result {
-    public final long lsn;
-    public final long fences;
-    public final long tombstones;
-    public final long millis;
-
-    Result(long lsn, long fences, long tombstones, long millis) {
-      this.lsn = lsn;
-      this.fences = fences;
-      this.tombstones = tombstones;
-      this.millis = millis;
-    }
-  }
+  /**
+   * What a read saw: where the source's WAL was when it began, the live fences and tombstones it
+   * delivered, and how long it took.
+   */
+  public record Result(long lsn, long fences, long tombstones, long millis) {}
 
   private static final int FETCH_SIZE = 2000;
 
@@ -97,27 +88,35 @@ public final class BucketRead {
   }
 
   private static long readFences(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
-    boolean binary;
-    String geometry = quote(c.geometry());
-    try (PreparedStatement s = db.prepareStatement(
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = ?::regclass AND attname = ?")) {
+    String geometryType = null;
+    boolean hasTenant = false;
+    try (PreparedStatement s = db.prepareStatement("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
+        + " WHERE attrelid = ?::regclass AND attname IN (?, ?) AND attnum > 0 AND NOT attisdropped")) {
       s.setString(1, c.qualified(c.fencesTable()));
       s.setString(2, c.geometry());
+      s.setString(3, c.tenant() == null ? c.geometry() : c.tenant());
       try (ResultSet r = s.executeQuery()) {
-        if (!r.next()) {
-          throw new SQLException("the fences table " + c.schema() + "." + c.fencesTable() + " has no column " + c.geometry());
-        }
-        String type = r.getString(1);
-        // PostGIS's type as EWKB, as the CDC source delivers it; bytea as is; text as text.
-        if (type.startsWith("geometry") || type.startsWith("geography")) {
-          geometry = "ST_AsEWKB(" + geometry + "::geometry)";
-          binary = true;
-        } else {
-          binary = type.equals("bytea");
+        while (r.next()) {
+          if (r.getString(1).equals(c.geometry())) {
+            geometryType = r.getString(2);
+          } else {
+            hasTenant = true;
+          }
         }
       }
     }
-    String tenant = c.tenant() == null ? "NULL" : quote(c.tenant()) + "::text";
+    if (geometryType == null) {
+      throw new SQLException("the fences table " + c.schema() + "." + c.fencesTable() + " has no column " + c.geometry());
+    }
+    // PostGIS's type as EWKB, as the CDC source delivers it; bytea as is; text as text.
+    String geometry = quote(c.geometry());
+    boolean binary = geometryType.equals("bytea");
+    if (geometryType.startsWith("geometry") || geometryType.startsWith("geography")) {
+      geometry = "ST_AsEWKB(" + geometry + "::geometry)";
+      binary = true;
+    }
+    // As in the change stream: a table without the tenant column has no tenants.
+    String tenant = hasTenant ? quote(c.tenant()) + "::text" : "NULL";
     String sql = "SELECT " + quote(c.id()) + "::text, " + quote(c.seq()) + ", " + geometry + ", " + tenant
         + " FROM " + c.qualified(c.fencesTable())
         + " WHERE fence_bucket(" + quote(c.id()) + "::text) = ANY(?)";

@@ -44,6 +44,16 @@ public final class Migrations {
     execute(connection, column.resource, VERSIONING);
   }
 
+  /**
+   * The versioning's tables and functions ({@code fence_bucket_stats}, {@code fence_tombstones},
+   * ..., {@code geofence_versioning}), and the versioning of the {@code fences} table if there is
+   * one; a table of one's own is then versioned with
+   * {@code SELECT geofence_versioning('zones', 'zone_id')}.
+   */
+  public static void applyVersioning(Connection connection) throws SQLException {
+    execute(connection, VERSIONING);
+  }
+
   /** The job's output tables: triggers, presence, dead letters, hydration history. */
   public static void applyOutputs(Connection connection) throws SQLException {
     execute(connection, OUTPUTS);

@@ -61,18 +61,9 @@ public final class SlotProbe {
     }
   }
 
-  /** Where the stream must get to, and what the source held there. */
-  public static final class CatchUpTarget {
-    public final long lsn;
-    /** The live fences of the buckets asked for. */
-    public final long fenceCount;
-    /** Per bucket, its fingerprint's version; -1 for buckets not asked for. */
-    public final long[] bucketVersions;
-
-    CatchUpTarget(long lsn, long fenceCount, long[] bucketVersions) {
-      this.lsn = lsn;
-      this.fenceCount = fenceCount;
-      this.bucketVersions = bucketVersions;
-    }
-  }
+  /**
+   * Where the stream must get to, and what the source held there: the live fences of the buckets
+   * asked for, and per bucket its fingerprint's version (-1 for buckets not asked for).
+   */
+  public record CatchUpTarget(long lsn, long fenceCount, long[] bucketVersions) {}
 }

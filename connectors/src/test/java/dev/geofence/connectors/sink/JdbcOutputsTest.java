@@ -3,6 +3,7 @@ package dev.geofence.connectors.sink;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
@@ -89,7 +90,7 @@ class JdbcOutputsTest {
     hydrated.fencesLoaded = 1000;
     hydrated.fencesExpected = 1000L;
     hydrated.checksumMatch = true;
-    write(JdbcOutputs.hydrationHistory(connection, BATCHES, JdbcOutputs.DEFAULT_HYDRATION_RETENTION),
+    write(JdbcOutputs.hydrationHistory(connection, BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
         HydrationEpisode.class, started, hydrated, episode(1), hydrated);
     assertThat(rows("SELECT job_name || ' ' || subtask || ' ' || coalesce(fences_loaded::text, '') || ' ' || coalesce(checksum_match::text, 'null')"
         + " || ' ' || (hydrated_at IS NOT NULL) FROM hydration_history"))

@@ -64,7 +64,7 @@ class BucketReadTest {
             mine.put(change.fenceId, change.seq);
           }
         });
-        assertThat(result.lsn).isPositive();
+        assertThat(result.lsn()).isPositive();
         for (Map.Entry<Integer, long[]> bucket : fingerprints.entrySet()) {
           FenceChecksum expected = new FenceChecksum();
           mine.forEach((id, seq) -> {

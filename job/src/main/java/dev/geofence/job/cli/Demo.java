@@ -1,5 +1,10 @@
 package dev.geofence.job.cli;
 
+import static org.apache.flink.configuration.ConfigOptions.key;
+
+import dev.geofence.connectors.config.CommandLine;
+import dev.geofence.connectors.config.Flag;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeneratedFences;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -18,17 +23,15 @@ import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.LocalTime;
 import java.time.ZoneId;
-import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
+import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.locationtech.jts.geom.Polygon;
@@ -47,7 +50,27 @@ import org.locationtech.jts.io.WKBWriter;
  */
 final class Demo {
 
-  static final Set<String> OPTIONS = Set.of("fences", "objects", "port", "rest-port", "dir", "parallelism", "duration");
+  static final ConfigOption<Integer> FENCES = key("geofence.demo.fences").intType().defaultValue(2000)
+      .withDescription("Fences to generate on the first run.");
+  static final ConfigOption<Integer> OBJECTS = key("geofence.demo.objects").intType().defaultValue(200)
+      .withDescription("Moving objects, one location each per second.");
+  static final ConfigOption<Integer> POSTGRES_PORT = key("geofence.demo.postgres-port").intType().defaultValue(54329)
+      .withDescription("PostgreSQL port on 127.0.0.1.");
+  static final ConfigOption<String> DIR = key("geofence.demo.dir").stringType().defaultValue("geofence-demo")
+      .withDescription("Where PostgreSQL, the checkpoints and savepoints live.");
+  static final ConfigOption<Integer> PARALLELISM = key(GeofenceOptions.PARALLELISM.key()).intType().defaultValue(2)
+      .withDescription("Job parallelism.");
+  static final ConfigOption<Duration> DURATION = key("geofence.demo.duration").durationType().noDefaultValue()
+      .withDescription("Stop after this long, e.g. 2 min.");
+
+  static final CommandLine OPTIONS = new CommandLine(List.of(
+      Flag.number("fences", "N", FENCES),
+      Flag.number("objects", "N", OBJECTS),
+      Flag.number("port", "P", POSTGRES_PORT),
+      Flag.number("rest-port", "P", GeofenceOptions.REST_PORT),
+      Flag.text("dir", "PATH", DIR),
+      Flag.number("parallelism", "N", PARALLELISM),
+      Flag.duration("duration", DURATION).defaultingTo("run until Ctrl-C")));
 
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar demo [options]",
@@ -56,26 +79,21 @@ final class Demo {
       "fences, the job with moving objects, fence edits while it runs, and a live tail of triggers.",
       "Stopping it (Ctrl-C) takes a savepoint; the next demo in the same directory restores from it.",
       "",
-      "  --fences N        fences to generate on the first run (default 2000)",
-      "  --objects N       moving objects, one location each per second (default 200)",
-      "  --port P          PostgreSQL port on 127.0.0.1 (default 54329)",
-      "  --rest-port P     Flink REST port on 127.0.0.1 (default 8081)",
-      "  --dir PATH        where PostgreSQL, the checkpoints and savepoints live (default ./geofence-demo)",
-      "  --parallelism N   job parallelism (default 2)",
-      "  --duration D      stop after D, e.g. 2m (default: run until Ctrl-C)");
+      OPTIONS.help());
 
   private static final String SLOT = "geofence";
 
   private Demo() {}
 
-  static void run(Options options, PrintStream out) throws Exception {
-    int fenceCount = options.getInt("fences", 2000);
-    int objects = options.getInt("objects", 200);
-    int port = options.getInt("port", 54329);
-    int restPort = options.getInt("rest-port", 8081);
-    int parallelism = options.getInt("parallelism", 2);
-    Duration duration = options.getDuration("duration", Duration.ZERO);
-    Path dir = Path.of(options.get("dir", "geofence-demo")).toAbsolutePath();
+  static void run(Configuration options, PrintStream out) throws Exception {
+    int fenceCount = OPTIONS.get(options, FENCES);
+    int objects = OPTIONS.get(options, OBJECTS);
+    int port = OPTIONS.get(options, POSTGRES_PORT);
+    int restPort = OPTIONS.get(options, GeofenceOptions.REST_PORT);
+    int parallelism = OPTIONS.get(options, PARALLELISM);
+    Duration duration = OPTIONS.get(options, DURATION);
+    duration = duration == null ? Duration.ZERO : duration;
+    Path dir = Path.of(OPTIONS.get(options, DIR)).toAbsolutePath();
     if (fenceCount < 1 || objects < 1) {
       throw new IllegalArgumentException("the demo needs at least one fence and one object");
     }
@@ -121,19 +139,24 @@ final class Demo {
       // replay what that snapshot reads anyway.
       out.println("[demo] the last run left no savepoint: starting afresh from the table");
     }
-    Configuration config = new Configuration();
-    config.set(RestOptions.PORT, restPort);
-    List<String> runArgs = new ArrayList<>(List.of(
-        "--source-url", url, "--source-user", "postgres", "--job-name", JOB_NAME, "--slot", SLOT, "--locations", "generator:" + objects,
-        "--parallelism", Integer.toString(parallelism), "--checkpoint-interval", "5s",
-        "--checkpoint-dir", dir.resolve("checkpoints").toUri().toString(), "--savepoint-dir", savepoints.toUri().toString(),
-        "--heartbeat-interval", "500ms"));
+    Configuration run = new Configuration();
+    run.set(GeofenceOptions.SOURCE_URL, url);
+    run.set(GeofenceOptions.SOURCE_USER, "postgres");
+    run.set(GeofenceOptions.JOB_NAME, JOB_NAME);
+    run.set(GeofenceOptions.SLOT, SLOT);
+    run.set(GeofenceOptions.LOCATIONS, "generator:" + objects);
+    run.set(GeofenceOptions.PARALLELISM, parallelism);
+    run.set(GeofenceOptions.CHECKPOINT_INTERVAL, Duration.ofSeconds(5));
+    run.set(GeofenceOptions.CHECKPOINT_DIR, dir.resolve("checkpoints").toUri().toString());
+    run.set(GeofenceOptions.SAVEPOINT_DIR, savepoints.toUri().toString());
+    run.set(GeofenceOptions.HEARTBEAT_INTERVAL, Duration.ofMillis(500));
+    run.set(GeofenceOptions.REST_PORT, restPort);
     if (savepoint != null) {
-      runArgs.addAll(List.of("--from-savepoint", savepoint.toString()));
+      run.set(GeofenceOptions.FROM_SAVEPOINT, savepoint.toString());
       out.printf("[demo] restoring the job from %s%n", savepoint);
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
-    job.set(GeofenceCommand.prepare(runArgs.toArray(String[]::new), "", config).executeAsync());
+    job.set(GeofenceCommand.prepare(run, "").executeAsync());
     out.printf("[demo] the tables are queryable while the demo runs:%n"
         + "         psql -h localhost -p %d -U postgres -c 'SELECT kind, count(*) FROM geofence_triggers GROUP BY kind'%n"
         + "         (tables: fences, fence_stats, geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history)%n", port);

@@ -1,6 +1,10 @@
 package dev.geofence.job.cli;
 
 import dev.geofence.connectors.cdc.FenceSource;
+import dev.geofence.connectors.config.CommandLine;
+import dev.geofence.connectors.config.Flag;
+import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.config.SourceFlags;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.location.LocationSources;
@@ -11,7 +15,6 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
-import dev.geofence.job.operator.FenceIndexOperator.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import java.io.PrintStream;
@@ -19,7 +22,8 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.util.Set;
+import java.util.List;
+import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -27,41 +31,66 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
-import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The command line: {@code run} submits the job (to a cluster with {@code flink run}, or on an
  * embedded MiniCluster with {@code java -jar}); {@code demo} runs everything on this machine;
  * {@code ready} tells a readiness probe whether the running job's fence index is ready. Options
- * are stable: scripts may rely on them. The fence database password comes from {@code
- * GEOFENCE_SOURCE_PASSWORD}, never from the command line, so it appears in no process list, log or
- * help text.
+ * are stable: scripts may rely on them. Each flag of {@code run} sets one {@link GeofenceOptions}
+ * key, which may as well come as {@code -Dkey=value} (before the jar on Flink's CLI, or after
+ * {@code run}) or from the cluster's {@code config.yaml}; the command line wins. The fence
+ * database password comes from {@value GeofenceOptions#PASSWORD_ENV}, never from the command line
+ * or a configuration file, so it appears in no process list, log or help text.
  */
 public final class GeofenceCommand {
 
-  /** The job's name unless {@code --job-name} says otherwise; other defaults derive from it. */
-  public static final String DEFAULT_JOB_NAME = "geofence";
+  private static final Logger LOG = LoggerFactory.getLogger(GeofenceCommand.class);
 
   /** How often an embedded cluster's REST API fetches metrics: how stale {@code ready} may be. */
   public static final Duration READY_FRESHNESS = Duration.ofSeconds(1);
 
-  /** The environment variable the fence database's password is read from (never the command line). */
-  public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
+  /** The flags of {@code run}, in the order of the help text and of README's table. */
+  public static final CommandLine RUN = new CommandLine(List.of(
+      SourceFlags.SOURCE_URL,
+      SourceFlags.SOURCE_USER,
+      SourceFlags.FENCES_TABLE,
+      SourceFlags.ID_COLUMN,
+      SourceFlags.GEOMETRY_COLUMN,
+      SourceFlags.TENANT_COLUMN,
+      SourceFlags.GEOMETRY_FORMAT,
+      Flag.choice("invalid-polygons", GeofenceOptions.INVALID_POLYGONS, InvalidPolygonPolicy.class),
+      SourceFlags.SLOT,
+      Flag.text("publication", "NAME", GeofenceOptions.PUBLICATION),
+      Flag.duration("heartbeat-interval", GeofenceOptions.HEARTBEAT_INTERVAL),
+      Flag.choice("startup", GeofenceOptions.STARTUP, GeofenceOptions.Startup.class),
+      Flag.text("locations", "SPEC", GeofenceOptions.LOCATIONS).asRequired(),
+      Flag.text("locations-group", "GROUP", GeofenceOptions.LOCATIONS_GROUP).defaultingTo("the job name"),
+      Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
+      Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
+      Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
+      Flag.text("triggers-transactional-id", "PREFIX", GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID)
+          .defaultingTo("the job name and -triggers"),
+      Flag.duration("hydration-retention", GeofenceOptions.HYDRATION_RETENTION),
+      Flag.number("parallelism", "N", GeofenceOptions.PARALLELISM).defaultingTo("the cluster's"),
+      Flag.text("checkpoint-dir", "URI", GeofenceOptions.CHECKPOINT_DIR),
+      Flag.duration("checkpoint-interval", GeofenceOptions.CHECKPOINT_INTERVAL),
+      Flag.choice("state-backend", GeofenceOptions.STATE_BACKEND, "hashmap", "rocksdb"),
+      Flag.text("from-savepoint", "PATH", GeofenceOptions.FROM_SAVEPOINT),
+      Flag.text("savepoint-dir", "URI", GeofenceOptions.SAVEPOINT_DIR),
+      Flag.number("rest-port", "P", GeofenceOptions.REST_PORT),
+      Flag.text("bind-address", "ADDR", GeofenceOptions.BIND_ADDRESS),
+      Flag.family("debezium.", GeofenceOptions.DEBEZIUM_PREFIX, "Passed to Debezium as KEY.")));
 
-  /** The options {@code run} accepts ("debezium." a prefix): checked against docker/compose.yaml. */
-  public static final Set<String> RUN_OPTIONS = Set.of(
-      "source-url", "source-user", "fences-table", "slot", "publication", "locations", "sink-url",
-      "parallelism", "checkpoint-dir", "checkpoint-interval", "state-backend", "geometry-format",
-      "invalid-polygons", "heartbeat-interval", "triggers-topic", "triggers-transactional-id", "hydration-retention", "startup", "from-savepoint", "savepoint-dir", "rest-port", "bind-address", "job-name", "locations-group",
-      "debezium.");
-
-  /** The help text, with each option's default: checked against docker/compose.yaml. */
+  /** The help text, generated from the flags of {@code run} and {@code ready}. */
   public static final String HELP = String.join("\n",
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
       "       java -jar geofence-job.jar demo [options]     (everything on this machine; demo --help)",
@@ -69,46 +98,16 @@ public final class GeofenceCommand {
       "",
       "Runs the geofence job: fences from PostgreSQL through CDC, locations from Kafka, files or a",
       "generator, ENTER/EXIT triggers into PostgreSQL tables. The password of the fence database is",
-      "read from the environment variable " + PASSWORD_ENV + ".",
+      "read from the environment variable " + GeofenceOptions.PASSWORD_ENV + ".",
       "",
-      "Options of run:",
-      "  --source-url URL            JDBC URL of the fence database, jdbc:postgresql://host:port/db (required)",
-      "  --source-user USER          user of the fence database, with REPLICATION (required)",
-      "  --fences-table NAME         table of fences (default fences)",
-      "  --slot NAME                 replication slot of the CDC source (default geofence)",
-      "  --publication NAME          publication the migration created (default geofence_publication)",
-      "  --locations SPEC            kafka:BOOTSTRAP/TOPIC, file:PATH (a file or a watched directory)",
-      "                              or generator:OBJECTS (required)",
-      "  --locations-group GROUP     Kafka consumer group of kafka: locations (default: the job name)",
-      "  --job-name NAME             the job's name in Flink and in hydration_history (default geofence)",
-      "  --sink-url URL              JDBC URL for the output tables (default: the fence database)",
-      "  --triggers-topic BOOTSTRAP/TOPIC",
-      "                              also write the triggers to this Kafka topic, exactly once (transactions",
-      "                              commit with each checkpoint; read it with isolation.level=read_committed)",
-      "  --triggers-transactional-id PREFIX",
-      "                              Kafka transactional id prefix, unique per job (default: the job name",
-      "                              and -triggers)",
-      "  --parallelism N             parallelism of the job (default: the cluster's)",
-      "  --checkpoint-dir URI        durable checkpoint storage, e.g. file:///var/geofence/checkpoints",
-      "  --checkpoint-interval D     checkpoint interval, e.g. 10s (default 10s)",
-      "  --state-backend NAME        hashmap or rocksdb (default hashmap; rocksdb checkpoints incrementally)",
-      "  --geometry-format NAME      wkb (PostGIS geometry or bytea), wkt or geojson (default wkb)",
-      "  --invalid-polygons POLICY   repair (default) or reject",
-      "  --heartbeat-interval D      how often the source's heartbeat advances the fence clock (default 1s)",
-      "  --hydration-retention D     how long hydration_history keeps its rows (default 30d)",
-      "  --startup snapshot|slot     without source state: read the table first (default), or stream from",
-      "                              the slot only (restoring a savepoint that geofence-savepoints bootstrap wrote)",
-      "  --from-savepoint PATH       restore from this savepoint (java -jar; on a cluster use flink run -s)",
-      "  --savepoint-dir URI         default target of savepoints, e.g. file:///var/geofence/savepoints",
-      "  --rest-port P               REST port of the embedded cluster under java -jar (default 8081), so",
-      "                              it can be stopped with a savepoint through Flink's REST API",
-      "  --bind-address ADDR         interface the embedded cluster's REST API and other ports listen on",
-      "                              under java -jar (default 127.0.0.1; 0.0.0.0 for every interface)",
-      "  --debezium.KEY VALUE        passed to Debezium as KEY",
+      "Options of run. Each sets the configuration key below it, which may as well be given as",
+      "-Dkey=value (here, or to flink run before the jar) or in the cluster's config.yaml; the job's",
+      "command line wins:",
+      RUN.help(),
       "",
       ReadinessProbe.OPTIONS_HELP,
       "",
-      "Durations: 500ms, 10s, 5m, 1h, 30d.");
+      "Durations as Flink writes them: 500 ms, 10 s, 5 min, 1 h, 30 d (or 500ms, 10s, 5m).");
 
   private GeofenceCommand() {}
 
@@ -133,14 +132,14 @@ public final class GeofenceCommand {
             out.println(HELP);
             return 0;
           }
-          prepare(Options.parse(args, 1, RUN_OPTIONS), System.getenv(PASSWORD_ENV), new Configuration()).execute();
+          prepare(RUN.parse(args, 1), System.getenv(GeofenceOptions.PASSWORD_ENV)).execute();
           return 0;
         case "demo":
           if (args.length > 1 && args[1].equals("--help")) {
             out.println(Demo.HELP);
             return 0;
           }
-          Demo.run(Options.parse(args, 1, Demo.OPTIONS), out);
+          Demo.run(Demo.OPTIONS.parse(args, 1), out);
           return 0;
         case "ready":
           return ReadinessProbe.command(args, out, err);
@@ -153,85 +152,82 @@ public final class GeofenceCommand {
     }
   }
 
-  /** Parses {@code run}'s options, applies the output migration and builds the job in an environment. */
-  static StreamExecutionEnvironment prepare(String[] runArgs, String password, Configuration base) throws Exception {
-    return prepare(Options.parse(runArgs, 0, RUN_OPTIONS), password, base);
-  }
-
-  private static StreamExecutionEnvironment prepare(Options options, String password, Configuration base) throws Exception {
-    FenceTableColumns columns = FenceTableColumns.builder().fencesTable(options.get("fences-table", "fences")).build();
+  /**
+   * Builds the job in an environment from {@code given} (what the command line set) over the
+   * configuration of the cluster the job is submitted to, and applies the output migration.
+   */
+  static StreamExecutionEnvironment prepare(Configuration given, String password) throws Exception {
+    Configuration options = clusterConfiguration();
+    options.addAll(given);
+    RUN.checkKnown(options);
+    if (options.contains(GeofenceOptions.STARTUP)) {
+      // Read to refuse a bad value, as before; the value itself changes nothing any more.
+      LOG.warn("option {} is deprecated and changes nothing ({}): a start without source state always streams from the slot",
+          RUN.describe(GeofenceOptions.STARTUP.key()), RUN.get(options, GeofenceOptions.STARTUP).name().toLowerCase(Locale.ROOT));
+    }
+    FenceTableColumns columns = FenceTableColumns.from(options);
     FenceSourceOptions.Builder source = FenceSourceOptions.builder()
-        .url(options.required("source-url"))
-        .username(options.required("source-user"))
+        .url(RUN.required(options, GeofenceOptions.SOURCE_URL))
+        .username(RUN.required(options, GeofenceOptions.SOURCE_USER))
         .password(password == null ? "" : password)
-        .slotName(options.get("slot", "geofence"))
-        .publicationName(options.get("publication", "geofence_publication"))
+        .slotName(RUN.get(options, GeofenceOptions.SLOT))
+        .publicationName(RUN.get(options, GeofenceOptions.PUBLICATION))
         .columns(columns)
-        .heartbeatInterval(options.getDuration("heartbeat-interval", Duration.ofSeconds(1)));
-    String startup = options.get("startup", "snapshot");
-    if (!startup.equals("snapshot") && !startup.equals("slot")) {
-      throw new IllegalArgumentException("option --startup must be snapshot or slot, got '" + startup + "'");
-    }
-    source.streamFromSlot(startup.equals("slot"));
-    options.withPrefix("debezium.").forEach(source::debeziumProperty);
+        .heartbeatInterval(RUN.get(options, GeofenceOptions.HEARTBEAT_INTERVAL));
+    CommandLine.withPrefix(options, GeofenceOptions.DEBEZIUM_PREFIX).forEach(source::debeziumProperty);
     FenceSourceOptions fences = source.build();
-    String jobName = options.get("job-name", DEFAULT_JOB_NAME);
+    String jobName = RUN.get(options, GeofenceOptions.JOB_NAME);
     if (jobName.isBlank()) {
-      throw new IllegalArgumentException("option --job-name must not be blank");
+      throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.JOB_NAME.key()) + " must not be blank");
     }
-    Source<String, ?, ?> locations = locations(options.required("locations"), options.get("locations-group", jobName));
-    String triggersTopicSpec = options.get("triggers-topic", null);
+    String group = RUN.get(options, GeofenceOptions.LOCATIONS_GROUP);
+    Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group);
+    String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
       String[] topic = kafkaTopic("--triggers-topic", triggersTopicSpec);
-      triggersTopic = KafkaOutputs.triggers(topic[0], topic[1],
-          options.get("triggers-transactional-id", jobName + "-triggers"), KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
+      String transactionalId = RUN.get(options, GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID);
+      triggersTopic = KafkaOutputs.triggers(topic[0], topic[1], transactionalId == null ? jobName + "-triggers" : transactionalId,
+          KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
     }
-    String sinkUrl = options.get("sink-url", fences.jdbcUrl());
+    String sinkUrl = RUN.get(options, GeofenceOptions.SINK_URL);
+    sinkUrl = sinkUrl == null ? fences.jdbcUrl() : sinkUrl;
     JobSettings settings = JobSettings.builder()
-        .geometryFormat(options.getEnum("geometry-format", GeometryFormat.class, GeometryFormat.WKB))
+        .geometryFormat(RUN.get(options, GeofenceOptions.GEOMETRY_FORMAT))
         .geometryOptions(GeometryReadOptions.builder()
-            .invalidPolicy(options.getEnum("invalid-polygons", InvalidPolygonPolicy.class, InvalidPolygonPolicy.REPAIR))
+            .invalidPolicy(RUN.get(options, GeofenceOptions.INVALID_POLYGONS))
             .build())
         .build();
 
-    Configuration config = new Configuration(base);
-    config.set(PipelineOptions.NAME, jobName);
-    String backend = stateBackend(options.get("state-backend", "hashmap"));
-    config.set(StateBackendOptions.STATE_BACKEND, backend);
-    // RocksDB uploads only what changed since the last checkpoint: a few edits, not every fence.
-    config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
-    String savepoint = options.get("from-savepoint", null);
-    if (savepoint != null) {
-      config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
-    }
-    String savepointDir = options.get("savepoint-dir", null);
-    if (savepointDir != null) {
-      config.set(CheckpointingOptions.SAVEPOINT_DIRECTORY, savepointDir);
-    }
-    int restPort = options.getInt("rest-port", -1);
-    if (restPort > 0) {
-      config.set(RestOptions.PORT, restPort);
-    }
-    embeddedCluster(config, options.get("bind-address", "127.0.0.1"));
-    String checkpointDir = options.get("checkpoint-dir", null);
-    if (checkpointDir != null) {
-      config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpointDir);
-    }
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
-    Duration checkpointInterval = options.getDuration("checkpoint-interval", Duration.ofSeconds(10));
+    Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);
     // The gap check compares the slot's confirmed position (three checkpoints old) with the
     // position the restored state had read; heartbeats must move the latter along in between.
     if (fences.heartbeatInterval().compareTo(checkpointInterval.multipliedBy(3)) >= 0) {
-      throw new IllegalArgumentException("option --heartbeat-interval must be shorter than three checkpoint intervals ("
-          + checkpointInterval.multipliedBy(3).toMillis() + " ms)");
+      throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.HEARTBEAT_INTERVAL.key())
+          + " must be shorter than three checkpoint intervals (" + checkpointInterval.multipliedBy(3).toMillis() + " ms)");
     }
+    Integer parallelism = RUN.get(options, GeofenceOptions.PARALLELISM);
+    if (parallelism != null && parallelism < 1) {
+      throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.PARALLELISM.key()) + " must be at least 1");
+    }
+    String backend = RUN.get(options, GeofenceOptions.STATE_BACKEND);
+    // Flink reads the port from the key the flag set; read here so that a bad one fails in one sentence.
+    RUN.get(options, GeofenceOptions.REST_PORT);
+
+    // What the command line set goes to Flink as it is (its -D keys of Flink's too), with what the
+    // job derives from it; the cluster's own configuration lies beneath, as Flink merges it.
+    Configuration config = new Configuration(given);
+    config.set(PipelineOptions.NAME, jobName);
+    config.set(StateBackendOptions.STATE_BACKEND, backend);
+    if (!options.contains(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)) {
+      // RocksDB uploads only what changed since the last checkpoint: a few edits, not every fence.
+      config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
+    }
+    embeddedCluster(config, options, RUN.get(options, GeofenceOptions.BIND_ADDRESS));
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.enableCheckpointing(checkpointInterval.toMillis());
-    int parallelism = options.getInt("parallelism", -1);
-    if (parallelism > 0) {
+    if (parallelism != null) {
       env.setParallelism(parallelism);
-    } else if (parallelism == 0 || parallelism < -1) {
-      throw new IllegalArgumentException("option --parallelism must be at least 1");
     }
 
     JdbcConnectionOptions sink = jdbc(sinkUrl, fences);
@@ -240,7 +236,7 @@ public final class GeofenceCommand {
         new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).withMaxRetries(3).build(),
-                options.getDuration("hydration-retention", JdbcOutputs.DEFAULT_HYDRATION_RETENTION)),
+                RUN.get(options, GeofenceOptions.HYDRATION_RETENTION)),
             JdbcOutputs.heartbeats(jdbc(fences.jdbcUrl(), fences), FenceSource.heartbeatSql(columns)), fences.heartbeatInterval(),
             fences);
     if (triggersTopic != null) {
@@ -259,16 +255,26 @@ public final class GeofenceCommand {
   }
 
   /**
+   * The configuration of the cluster the job goes to, as Flink hands it to a program's {@code
+   * main}: under {@code flink run} (or in application mode) the client's {@code config.yaml} with
+   * Flink's own command-line options ({@code -D}, {@code -p}, {@code -s}) applied; under {@code java
+   * -jar}, that of the embedded cluster, which reads no file.
+   */
+  private static Configuration clusterConfiguration() {
+    return Configuration.fromMap(StreamExecutionEnvironment.getExecutionEnvironment().getConfiguration().toMap());
+  }
+
+  /**
    * Settings of the embedded cluster that {@code java -jar} runs (a cluster that the job is
    * submitted to keeps its own): every port it opens listens on {@code bindAddress} only, so that
    * nobody else on the network can stop the job or have it write a savepoint; and Flink's REST API
    * fetches metrics every second, so that {@code ready} answers within about a second of the truth.
    */
-  private static void embeddedCluster(Configuration config, String bindAddress) {
+  private static void embeddedCluster(Configuration config, ReadableConfig options, String bindAddress) {
     config.set(RestOptions.BIND_ADDRESS, bindAddress);
     config.set(JobManagerOptions.BIND_HOST, bindAddress);
     config.set(TaskManagerOptions.BIND_HOST, bindAddress);
-    if (!config.contains(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL)) {
+    if (options.getOptional(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL).isEmpty()) {
       config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, READY_FRESHNESS);
     }
   }
@@ -308,12 +314,5 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException(option + " must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got '" + spec + "'");
     }
     return new String[] {spec.substring(0, slash), spec.substring(slash + 1)};
-  }
-
-  private static String stateBackend(String name) {
-    if (!name.equals("hashmap") && !name.equals("rocksdb")) {
-      throw new IllegalArgumentException("option --state-backend must be hashmap or rocksdb, got '" + name + "'");
-    }
-    return name;
   }
 }

@@ -11,8 +11,9 @@ import java.util.jar.Attributes;
 import java.util.jar.JarFile;
 
 /**
- * The jar's entry point. Submitted to a cluster, Flink is on the class path and the command runs
- * as is. Run with {@code java -jar}, Flink (which the jar leaves out, as a cluster provides it) is
+ * The entry point of the job's jar and of the savepoint tools' jar: runs the command class its
+ * jar's manifest names ({@code Geofence-Command}, logging with {@code Geofence-Log-Config}).
+ * Submitted to a cluster, Flink is on the class path and the command runs as is. Run with {@code java -jar}, Flink (which the jar leaves out, as a cluster provides it) is
  * in the {@code lib/} directory built next to the jar: the command runs in a JVM started with the
  * jar and {@code lib/*} on its class path, so that Flink's embedded MiniCluster finds its own
  * classes the way it expects (a nested class loader does not do: Flink resolves job classes against
@@ -21,8 +22,10 @@ import java.util.jar.JarFile;
  */
 public final class Launcher {
 
-  /** Logging of the job's {@code java -jar} runs, unless the JVM is given its own. */
-  static final String LOG_CONFIG = "geofence-log4j2.properties";
+  /** The manifest attribute naming the jar's command class, whose {@code main} runs. */
+  static final String COMMAND = "Geofence-Command";
+  /** The manifest attribute naming the command's log4j2 configuration on the class path. */
+  static final String LOG_CONFIG = "Geofence-Log-Config";
 
   /** How long a stopped command may take to end before it is killed. */
   private static final long CHILD_STOP_TIMEOUT_SECONDS = 90;
@@ -32,52 +35,54 @@ public final class Launcher {
   private Launcher() {}
 
   public static void main(String[] args) throws Exception {
-    if (args.length > 0 && args[0].equals("ready")) {
+    Path jar = Path.of(Launcher.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Attributes manifest;
+    try (JarFile file = new JarFile(jar.toFile())) {
+      manifest = file.getManifest().getMainAttributes();
+    }
+    String command = manifest.getValue(COMMAND);
+    if (command.equals(GeofenceCommand.class.getName()) && args.length > 0 && args[0].equals("ready")) {
       // A readiness probe runs every few seconds and needs no Flink: no second JVM for it.
       System.exit(ReadinessProbe.command(args, System.out, System.err));
     }
-    launch(GeofenceCommand.class.getName(), LOG_CONFIG, args);
+    launch(jar, manifest, command, args);
   }
 
   /**
-   * Runs {@code mainClass}'s {@code main} with Flink on the class path: here if it is, else in a JVM
-   * started with the jar and the {@code lib/} directory next to it (the savepoint tools' jar uses
-   * this too), logging with {@code logConfig} from the class path unless the JVM names its own.
+   * Runs {@code command}'s {@code main} with Flink on the class path: here if it is, else in a JVM
+   * started with the jar and the {@code lib/} directory next to it, logging with the manifest's log
+   * configuration unless the JVM names its own.
    */
-  public static void launch(String mainClass, String logConfig, String[] args) throws Exception {
+  private static void launch(Path jar, Attributes manifest, String command, String[] args) throws Exception {
     if (isPresent(FLINK_PROBE)) {
-      Class.forName(mainClass).getMethod("main", String[].class).invoke(null, (Object) args);
+      Class.forName(command).getMethod("main", String[].class).invoke(null, (Object) args);
       return;
     }
-    Path jar = Path.of(Launcher.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     Path lib = jar.resolveSibling("lib");
     if (!Files.isDirectory(lib)) {
       System.err.println("geofence: Flink is not on the class path and " + lib + " does not exist; run the jar with"
           + " flink run, or keep the lib/ directory built next to it");
       System.exit(2);
     }
-    List<String> command = new ArrayList<>();
-    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    List<String> java = new ArrayList<>();
+    java.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     List<String> jvmOptions = ManagementFactory.getRuntimeMXBean().getInputArguments();
-    command.addAll(jvmOptions);
+    java.addAll(jvmOptions);
     if (jvmOptions.stream().noneMatch(o -> o.startsWith("-Dlog4j.configurationFile="))) {
       // The phases, gap checks and rebuilds on stderr; a cluster logs with its own configuration.
-      command.add("-Dlog4j.configurationFile=classpath:" + logConfig);
+      java.add("-Dlog4j.configurationFile=classpath:" + manifest.getValue(LOG_CONFIG));
     }
-    try (JarFile file = new JarFile(jar.toFile())) {
-      Attributes manifest = file.getManifest().getMainAttributes();
-      for (String module : manifest.getValue("Add-Opens").split(" ")) {
-        command.add("--add-opens=" + module + "=ALL-UNNAMED");
-      }
-      for (String module : manifest.getValue("Add-Exports").split(" ")) {
-        command.add("--add-exports=" + module + "=ALL-UNNAMED");
-      }
+    for (String module : manifest.getValue("Add-Opens").split(" ")) {
+      java.add("--add-opens=" + module + "=ALL-UNNAMED");
     }
-    command.add("-cp");
-    command.add(jar + File.pathSeparator + lib.resolve("*"));
-    command.add(mainClass);
-    command.addAll(List.of(args));
-    Process child = new ProcessBuilder(command).inheritIO().start();
+    for (String module : manifest.getValue("Add-Exports").split(" ")) {
+      java.add("--add-exports=" + module + "=ALL-UNNAMED");
+    }
+    java.add("-cp");
+    java.add(jar + File.pathSeparator + lib.resolve("*"));
+    java.add(command);
+    java.addAll(List.of(args));
+    Process child = new ProcessBuilder(java).inheritIO().start();
     // A SIGTERM or Ctrl-C ends the command too, and this JVM waits for it: the demo stops its job
     // with a savepoint and then its PostgreSQL, which takes a few seconds.
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {

@@ -3,6 +3,7 @@ package dev.geofence.job.cli;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.connectors.config.CommandArguments;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.operator.FenceIndexMetrics;
 import dev.geofence.state.readiness.LoadPhase;
@@ -19,12 +20,15 @@ import java.net.http.HttpTimeoutException;
 import java.nio.channels.UnresolvedAddressException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 /**
@@ -43,13 +47,25 @@ import java.util.stream.Collectors;
  */
 final class ReadinessProbe {
 
-  static final Set<String> OPTIONS = Set.of("rest-url", "job", "timeout");
+  /**
+   * One of {@code ready}'s options. {@code ready} runs without Flink on its class path (the
+   * launcher runs it in its own JVM: a probe runs every few seconds), so its options are not
+   * Flink ConfigOptions: each is declared here once, and the help is generated from it.
+   *
+   * @param defaultValue as the option's value would be written, or null
+   */
+  private record Option(String name, String metavar, String defaultValue, String description) {}
 
-  static final String OPTIONS_HELP = String.join("\n",
-      "Options of ready (one line on stdout: ready: ... with exit 0, or not ready: REASON with exit 1):",
-      "  --rest-url URL              Flink's REST API, e.g. http://localhost:8081 (required)",
-      "  --job NAME_OR_ID            the job to ask about (default: the only running job)",
-      "  --timeout D                 how long all requests together may take (default 5s)");
+  private static final Option REST_URL = new Option("rest-url", "URL", null, "Flink's REST API, e.g. http://localhost:8081 (required).");
+  private static final Option JOB = new Option("job", "NAME_OR_ID", null, "The job to ask about (default: the only running job).");
+  private static final Option TIMEOUT = new Option("timeout", "D", "5 s", "How long all requests together may take.");
+  private static final List<Option> OPTIONS = List.of(REST_URL, JOB, TIMEOUT);
+
+  static final String OPTIONS_HELP = "Options of ready (one line on stdout: ready: ... with exit 0, or not ready: REASON with exit 1):\n"
+      + OPTIONS.stream()
+          .flatMap(o -> CommandArguments.helpEntry("--" + o.name() + " " + o.metavar(), o.description(),
+              o.defaultValue() == null ? null : "default " + o.defaultValue()).stream())
+          .collect(Collectors.joining("\n"));
 
   private static final String VERTEX = GeofenceJob.FENCE_INDEX_NAME;
   private static final String[] GAUGES = {
@@ -83,23 +99,27 @@ final class ReadinessProbe {
       return 0;
     }
     try {
-      return run(Options.parse(args, 1, OPTIONS), out);
+      Set<String> names = OPTIONS.stream().map(Option::name).collect(Collectors.toSet());
+      return run(CommandArguments.parse(args, 1, names, Set.of()).options(), out);
     } catch (IllegalArgumentException e) {
       err.println("geofence: " + e.getMessage());
       return 2;
     }
   }
 
-  static int run(Options options, PrintStream out) {
-    String restUrl = options.required("rest-url").replaceAll("/+$", "");
+  static int run(Map<String, String> options, PrintStream out) {
+    String restUrl = options.getOrDefault(REST_URL.name(), "").replaceAll("/+$", "");
+    if (restUrl.isBlank()) {
+      throw new IllegalArgumentException("option --rest-url is required (see --help)");
+    }
     if (!isHttpUrl(restUrl)) {
       throw new IllegalArgumentException("option --rest-url must look like http://host:8081, got '" + restUrl + "'");
     }
-    Duration timeout = options.getDuration("timeout", Duration.ofSeconds(5));
-    if (timeout.isZero() || timeout.isNegative()) {
+    Duration timeout = duration(TIMEOUT.name(), options.getOrDefault(TIMEOUT.name(), TIMEOUT.defaultValue()));
+    if (timeout.isZero()) {
       throw new IllegalArgumentException("option --timeout must be longer than 0");
     }
-    Answer answer = ask(restUrl, options.get("job", null), timeout);
+    Answer answer = ask(restUrl, options.get(JOB.name()), timeout);
     out.println(answer.line());
     return answer.ready() ? 0 : 1;
   }
@@ -246,6 +266,48 @@ final class ReadinessProbe {
     }
     return "subtask " + index + " " + (state.isEmpty() ? "not ready" : String.join(", ", state))
         + (details.isEmpty() ? "" : " (" + String.join(", ", details) + ")");
+  }
+
+  /**
+   * A duration written as Flink writes them ({@code TimeUtils}: a whole number and an optional
+   * unit, milliseconds without one), which this Flink-free probe cannot ask Flink to parse;
+   * ReadinessProbeTest holds it to {@code TimeUtils} over every unit.
+   */
+  static Duration duration(String option, String text) {
+    Matcher m = DURATION.matcher(text.strip().toLowerCase(Locale.ROOT));
+    ChronoUnit unit = m.matches() ? UNITS.get(m.group(2)) : null;
+    if (unit == null) {
+      throw new IllegalArgumentException("option --" + option + " must be a duration like 500 ms, 10 s, 5 min or 1 h, got '" + text + "'");
+    }
+    try {
+      return Duration.of(Long.parseLong(m.group(1)), unit);
+    } catch (ArithmeticException | NumberFormatException e) {
+      throw new IllegalArgumentException("option --" + option + " is too long a duration: '" + text + "'");
+    }
+  }
+
+  private static final Pattern DURATION = Pattern.compile("(\\d+)\\s*(\\p{L}*)");
+  private static final Map<String, ChronoUnit> UNITS = units();
+
+  private static Map<String, ChronoUnit> units() {
+    Map<String, ChronoUnit> units = new HashMap<>();
+    units.put("", ChronoUnit.MILLIS);
+    Map<ChronoUnit, String[]> labels = Map.of(
+        ChronoUnit.DAYS, new String[] {"d", "day"},
+        ChronoUnit.HOURS, new String[] {"h", "hour"},
+        ChronoUnit.MINUTES, new String[] {"min", "m", "minute"},
+        ChronoUnit.SECONDS, new String[] {"s", "sec", "secs", "second"},
+        ChronoUnit.MILLIS, new String[] {"ms", "milli", "millis", "millisecond"},
+        ChronoUnit.MICROS, new String[] {"µs", "micro", "micros", "microsecond"},
+        ChronoUnit.NANOS, new String[] {"ns", "nano", "nanos", "nanosecond"});
+    labels.forEach((unit, names) -> {
+      for (String name : names) {
+        units.put(name, unit);
+      }
+      // Flink also takes the plural of the unit's last, longest name.
+      units.put(names[names.length - 1] + "s", unit);
+    });
+    return units;
   }
 
   private static boolean isHttpUrl(String url) {

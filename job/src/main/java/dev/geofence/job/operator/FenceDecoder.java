@@ -1,10 +1,10 @@
 package dev.geofence.job.operator;
 
 import dev.geofence.connectors.cdc.FenceChange;
-import dev.geofence.job.operator.FenceIndexOperator.GeometryFormat;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.DecodedGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 
 /**
@@ -45,6 +45,6 @@ final class FenceDecoder {
     if (change.geometryText == null) {
       throw new BadGeometryException(BadGeometryException.Reason.EMPTY, "the geometry column is null");
     }
-    return format == GeometryFormat.GEOJSON ? reader.readGeoJson(change.geometryText) : reader.readWkt(change.geometryText);
+    return reader.readText(change.geometryText, format);
   }
 }

@@ -14,6 +14,7 @@ import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.EditOutcome;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
@@ -193,16 +194,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient Set<String> rebuildRead;
   private transient Set<String> streamedDuringRebuild;
   private transient boolean recoveryPolling;
-
-  /** How fence geometries arrive from the source. */
-  public enum GeometryFormat {
-    /** EWKB/WKB bytes: a PostGIS geometry column, or bytea. */
-    WKB,
-    /** WKT or EWKT text. */
-    WKT,
-    /** GeoJSON text. */
-    GEOJSON
-  }
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this(geometryOptions, geometryFormat, null, null);
@@ -540,12 +531,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       return;
     }
     // Either way the versions prove it; with the slot ahead, they alone can.
-    readiness.coveredUpTo(checked.target().lsn, checked.target().bucketVersions);
+    readiness.coveredUpTo(checked.target().lsn(), checked.target().bucketVersions());
     episode.gapCheck = "covered";
     episode.gapReason = checked.result().slotAhead()
-        ? checked.result().reason() + "; proven by the bucket versions at " + Lsn.format(checked.target().lsn) : null;
-    LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", checked.result().reason(), Lsn.format(checked.target().lsn),
-        checked.target().fenceCount, checked.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
+        ? checked.result().reason() + "; proven by the bucket versions at " + Lsn.format(checked.target().lsn()) : null;
+    LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", checked.result().reason(), Lsn.format(checked.target().lsn()),
+        checked.target().fenceCount(), checked.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
     recorder.record();
     if (readiness.proveVersionsOnceCaughtUp()) {
       distrusted();
@@ -606,10 +597,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     unreadable.clear();
     rebuildRead = null;
     streamedDuringRebuild = null;
-    readiness.rebuilt(read.result().lsn);
+    readiness.rebuilt(read.result().lsn());
     LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
-        loaded ? "Loaded" : "Rebuilt", read.result().millis, read.result().fences, read.result().tombstones,
-        Lsn.format(read.result().lsn), gone.size());
+        loaded ? "Loaded" : "Rebuilt", read.result().millis(), read.result().fences(), read.result().tombstones(),
+        Lsn.format(read.result().lsn()), gone.size());
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------

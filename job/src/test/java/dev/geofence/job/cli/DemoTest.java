@@ -3,7 +3,9 @@ package dev.geofence.job.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.PrintStream;
+import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -21,19 +23,28 @@ class DemoTest {
   void demoLoadsFencesAndTailsTriggersWhileEditing() throws Exception {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
+    // Free ports, not fixed ones: another suite on this machine may be running its demo too.
+    int pgPort = freePort();
+    int restPort = freePort();
     int status = GeofenceCommand.run(new String[] {
-        "demo", "--fences", "300", "--objects", "50", "--port", "54391", "--rest-port", "18091",
+        "demo", "--fences", "300", "--objects", "50", "--port", Integer.toString(pgPort), "--rest-port", Integer.toString(restPort),
         "--dir", dir.toString(), "--parallelism", "2", "--duration", "25s"}, out, out);
     String output = bytes.toString(StandardCharsets.UTF_8);
     assertThat(status).as(output).isZero();
     assertThat(output)
         .contains("loading fences into PostgreSQL: 100%")
-        .contains("psql -h localhost -p 54391 -U postgres")
+        .contains("psql -h localhost -p " + pgPort + " -U postgres")
         .contains("[demo] index ready: 2 of 2 subtasks, 300 fences; evaluating locations")
         .contains("[demo] edit: ")
         .contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern("\\n  ENTER object-\\d+ +fence-\\d+ +at ")
         .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ");
     assertThat(Demo.newestSavepoint(dir.resolve("savepoints"))).as("the savepoint a next demo restores from").isNotNull();
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket socket = new ServerSocket(0)) {
+      return socket.getLocalPort();
+    }
   }
 }

@@ -2,53 +2,103 @@ package dev.geofence.job.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.connectors.config.Flag;
+import dev.geofence.connectors.config.GeofenceOptions;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.flink.client.deployment.executors.LocalExecutor;
+import org.apache.flink.client.program.StreamContextEnvironment;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
+import org.apache.flink.core.execution.DefaultExecutorServiceLoader;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.graph.StreamGraph;
+import org.apache.flink.streaming.api.graph.StreamNode;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 class GeofenceCommandTest {
 
+  private static final String URL = "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x";
+
   @Test
-  void helpDocumentsEveryRunOption() throws Exception {
+  void helpDocumentsEveryRunOptionWithItsKeyAndDefault() throws Exception {
     Result r = run("--help");
     assertThat(r.status).isZero();
-    for (String option : new String[] {"--source-url", "--source-user", "--fences-table", "--slot", "--locations",
-        "--sink-url", "--triggers-topic", "--triggers-transactional-id", "--parallelism", "--checkpoint-dir", "--checkpoint-interval", "--state-backend",
-        GeofenceCommand.PASSWORD_ENV}) {
-      assertThat(r.out).contains(option);
+    for (Flag flag : GeofenceCommand.RUN.flags()) {
+      assertThat(r.out).contains("  " + flag.usage(), flag.kind() == Flag.Kind.FAMILY ? flag.key() + "KEY"
+          : flag.required() ? flag.key() + ", required" : flag.key() + "; default " + flag.defaultValue());
     }
+    assertThat(r.out).contains(GeofenceOptions.PASSWORD_ENV, "--rest-port P", "rest.port; default 8081",
+        "execution.checkpointing.interval; default 10 s", "geofence.source.geometry-format; default wkb");
   }
 
   @Test
   void helpDocumentsTheReadyCommand() throws Exception {
     Result r = run("ready", "--help");
     assertThat(r.status).isZero();
-    assertThat(r.out).contains("java -jar geofence-job.jar ready --rest-url URL [--job NAME]", "--timeout D");
+    assertThat(r.out).contains("java -jar geofence-job.jar ready --rest-url URL [--job NAME]", "--timeout D", "default 5 s");
+  }
+
+  /**
+   * README's table of run's options is the users' reference: row for row, flag, key and default,
+   * the declarations, and nothing else.
+   */
+  @Test
+  void readmesOptionTableIsTheDeclarations() throws Exception {
+    String readme = Files.readString(Path.of("../README.md"));
+    Matcher row = Pattern.compile("(?m)^\\| `(--[^`]+)` \\| `([^`]+)` \\| ([^|]+) \\|").matcher(readme);
+    List<String> documented = new ArrayList<>();
+    while (row.find()) {
+      documented.add(row.group(1).replace("\\|", "|") + " | " + row.group(2) + " | " + row.group(3).replace("`", "").strip());
+    }
+    List<String> declared = new ArrayList<>();
+    for (Flag flag : GeofenceCommand.RUN.flags()) {
+      declared.add(flag.usage() + " | " + (flag.kind() == Flag.Kind.FAMILY ? flag.key() + "KEY" : flag.key())
+          + " | " + (flag.kind() == Flag.Kind.FAMILY ? "none" : flag.defaultValue()));
+    }
+    assertThat(documented).as("README's rows: option | key | default").containsExactlyElementsOf(declared);
   }
 
   @ParameterizedTest
   @CsvSource(delimiter = '|', value = {
       "run --source-url jdbc:postgresql://h/db --bogus 1 | unknown option --bogus (see --help)",
-      "run --source-user u --locations file:/tmp/x | option --source-url is required (see --help)",
+      "run --source-user u --locations file:/tmp/x | option --source-url (geofence.source.url) is required (see --help)",
+      URL + " -Dgeofence.source.urll=x | unknown option geofence.source.urll (see --help)",
+      URL + " -Dgeofence.source.url=jdbc:postgresql://h/db | option --source-url (geofence.source.url) is given twice (also as -Dgeofence.source.url)",
+      URL + " -D geofence.source.slot | -D needs KEY=VALUE, got '-D geofence.source.slot'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations ftp:x | --locations must start with kafka:, file: or generator:, got 'ftp:x'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'onlyhost'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --triggers-topic kafka:9092 | --triggers-topic must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'kafka:9092'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --triggers-topic k:9092/t --triggers-transactional-id  | option --triggers-transactional-id needs a value",
+      URL + " --triggers-topic kafka:9092 | --triggers-topic must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'kafka:9092'",
+      URL + " --triggers-topic k:9092/t --triggers-transactional-id  | option --triggers-transactional-id needs a value",
       "run --source-url mysql://h/db --source-user u --locations file:/x | the fence database URL must look like jdbc:postgresql://host:port/database, got mysql://h/db",
       "run --slot | option --slot needs a value",
       "launch | unknown command 'launch'; the commands are run, demo and ready (see --help)",
       "ready --job geofence | option --rest-url is required (see --help)",
       "ready --rest-url localhost:8081 | option --rest-url must look like http://host:8081, got 'localhost:8081'",
       "ready --rest-url http://localhost:8081 --timeout 0s | option --timeout must be longer than 0",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --state-backend memory | option --state-backend must be hashmap or rocksdb, got 'memory'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval soon | option --checkpoint-interval must be a duration like 500ms, 10s, 5m, 1h or 30d, got 'soon'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --startup later | option --startup must be snapshot or slot, got 'later'",
+      "ready --rest-url http://localhost:8081 --timeout 1.5s | option --timeout must be a duration like 500 ms, 10 s, 5 min or 1 h, got '1.5s'",
+      URL + " --state-backend memory | option --state-backend (state.backend.type) must be hashmap or rocksdb, got 'memory'",
+      URL + " --checkpoint-interval soon | option --checkpoint-interval (execution.checkpointing.interval) must be a duration like 500 ms, 10 s, 5 min, 1 h or 30 d, got 'soon'",
+      URL + " -Dexecution.checkpointing.interval=soon | option --checkpoint-interval (execution.checkpointing.interval) must be a duration like 500 ms, 10 s, 5 min, 1 h or 30 d, got 'soon'",
+      URL + " --parallelism two | option --parallelism (parallelism.default) must be a whole number, got 'two'",
+      URL + " --geometry-format svg | option --geometry-format (geofence.source.geometry-format) must be wkb, wkt or geojson, got 'svg'",
+      URL + " --startup later | option --startup (geofence.source.startup) must be snapshot or slot, got 'later'",
       "run --source-url jdbc:postgresql://h/db --source-user u --slot bad-name! --locations file:/x | the replication slot 'bad-name!' is not a plain SQL identifier (letters, digits and _, at most 63)",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --checkpoint-interval 1s --heartbeat-interval 5s | option --heartbeat-interval must be shorter than three checkpoint intervals (3000 ms)",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --hydration-retention 0ms | the hydration history retention must be at least 1 ms, got 0 ms",
+      URL + " --id-column fence-id | the id column 'fence-id' is not a plain SQL identifier (letters, digits and _, at most 63)",
+      URL + " --checkpoint-interval 1s --heartbeat-interval 5s | option --heartbeat-interval (geofence.source.heartbeat-interval) must be shorter than three checkpoint intervals (3000 ms)",
+      URL + " --checkpoint-interval 1s -Dgeofence.source.heartbeat-interval=5000 | option --heartbeat-interval (geofence.source.heartbeat-interval) must be shorter than three checkpoint intervals (3000 ms)",
+      URL + " --hydration-retention 0ms | the hydration history retention must be at least 1 ms, got 0 ms",
       "ready --rest-url http://localhost:8081 --bogus 1 | unknown option --bogus (see --help)",
   })
   void badCommandLinesFailWithOneSentence(String args, String message) throws Exception {
@@ -57,19 +107,74 @@ class GeofenceCommandTest {
     assertThat(r.err.strip()).isEqualTo("geofence: " + message);
   }
 
-  private static final class Result {
-    int status;
-    String out;
-    String err;
+  /**
+   * Under {@code flink run} the program's {@code main} sees the client's configuration: the
+   * cluster's {@code config.yaml} with Flink's {@code -D}. A geofence key there is read as its
+   * flag would be, and a bad one is refused the same way.
+   */
+  @Test
+  void aKeyOfTheClustersConfigurationIsReadLikeItsFlag() throws Exception {
+    Result r = underClient(Map.of("geofence.source.heartbeat-interval", "soon"), URL.split(" "));
+    assertThat(r.status).isEqualTo(2);
+    assertThat(r.err.strip()).isEqualTo("geofence: option --heartbeat-interval (geofence.source.heartbeat-interval) must be a"
+        + " duration like 500 ms, 10 s, 5 min, 1 h or 30 d, got 'soon'");
+    r = underClient(Map.of("geofence.locations.sourc", "file:/x"), URL.split(" "));
+    assertThat(r.err.strip()).as("a typo in config.yaml").isEqualTo("geofence: unknown option geofence.locations.sourc (see --help)");
   }
+
+  /**
+   * The job built from options given three ways at once, over a real database (the output
+   * migration runs): the cluster's configuration names the locations (a generator, read by one
+   * reader) and the job's name; {@code -D} the checkpoint interval; flags the database and the
+   * parallelism, and a flag beats the cluster's value of its key.
+   */
+  @Test
+  void flagsDashDKeysAndTheClustersConfigurationAllReachTheJob() throws Exception {
+    try (EmbeddedPostgres postgres = EmbeddedPostgres.builder().start()) {
+      String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
+      Configuration cluster = Configuration.fromMap(Map.of(
+          "geofence.locations.source", "generator:5", "pipeline.name", "from-config-yaml"));
+      StreamExecutionEnvironment env = underClient(cluster, () -> GeofenceCommand.prepare(GeofenceCommand.RUN.parse(new String[] {
+          "--source-url", url, "--source-user", "postgres", "--parallelism", "3", "-Dexecution.checkpointing.interval=7 s"}, 0), ""));
+      StreamGraph graph = env.getStreamGraph();
+      assertThat(graph.getJobName()).isEqualTo("from-config-yaml");
+      assertThat(graph.getCheckpointConfig().getCheckpointInterval()).isEqualTo(7000);
+      assertThat(env.getParallelism()).isEqualTo(3);
+      assertThat(graph.getStreamNodes().stream().filter(n -> n.getOperatorName().contains("Location lines"))
+          .mapToInt(StreamNode::getParallelism)).as("a generator's one reader").containsExactly(1);
+
+      env = underClient(cluster, () -> GeofenceCommand.prepare(GeofenceCommand.RUN.parse(new String[] {
+          "--source-url", url, "--source-user", "postgres", "--job-name", "from-the-flag", "--locations", "file:/tmp/nowhere"}, 0), ""));
+      assertThat(env.getStreamGraph().getJobName()).isEqualTo("from-the-flag");
+    }
+  }
+
+  /** Runs {@code body} with a program context as {@code flink run} sets one up, over {@code cluster}. */
+  private static <T> T underClient(Configuration cluster, Body<T> body) throws Exception {
+    Configuration client = new Configuration(cluster);
+    client.set(DeploymentOptions.TARGET, LocalExecutor.NAME);
+    StreamContextEnvironment.setAsContext(new DefaultExecutorServiceLoader(), client, GeofenceCommandTest.class.getClassLoader(), false, false);
+    try {
+      return body.run();
+    } finally {
+      StreamContextEnvironment.unsetAsContext();
+    }
+  }
+
+  private static Result underClient(Map<String, String> cluster, String... args) throws Exception {
+    return underClient(Configuration.fromMap(cluster), () -> run(args));
+  }
+
+  private interface Body<T> {
+    T run() throws Exception;
+  }
+
+  private record Result(int status, String out, String err) {}
 
   private static Result run(String... args) throws Exception {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    Result r = new Result();
-    r.status = GeofenceCommand.run(args, new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
-    r.out = out.toString(StandardCharsets.UTF_8);
-    r.err = err.toString(StandardCharsets.UTF_8);
-    return r;
+    int status = GeofenceCommand.run(args, new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+    return new Result(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
   }
 }

@@ -2,11 +2,14 @@ package dev.geofence.job.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.job.Waiting;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.Predicate;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
@@ -20,6 +23,7 @@ import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.flink.util.TimeUtils;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -181,8 +185,41 @@ class ReadinessProbeTest {
 
     @Override
     public Long map(Long value) throws Exception {
+      // Throttles the endless sequence to ten records a second: the stand-in only has to run.
       Thread.sleep(100);
       return value;
+    }
+  }
+
+  /**
+   * {@code ready} runs without Flink, so it parses its {@code --timeout} itself: as Flink's {@code
+   * TimeUtils} does, for every unit name Flink knows, with and without a blank, in any case, and
+   * refusing what Flink refuses.
+   */
+  @Test
+  void timeoutsParseAsFlinkParsesDurations() {
+    List<String> texts = new ArrayList<>(List.of("0", "1500", " 7 ", "1.5s", "-5s", "s", "", "5 sekunden", "10 S", "3 Min",
+        "99999999999999999999 d", "9223372036854775807 ns", "106751991167301 d"));
+    for (String unit : List.of("d", "day", "days", "h", "hour", "hours", "min", "m", "minute", "minutes", "s", "sec", "secs",
+        "second", "seconds", "ms", "milli", "millis", "millisecond", "milliseconds", "µs", "micro", "micros", "microsecond",
+        "microseconds", "ns", "nano", "nanos", "nanosecond", "nanoseconds")) {
+      texts.add("42" + unit);
+      texts.add("3 " + unit);
+    }
+    for (String text : texts) {
+      Duration flink;
+      try {
+        flink = TimeUtils.parseDuration(text);
+      } catch (RuntimeException e) {
+        flink = null;
+      }
+      Duration probe;
+      try {
+        probe = ReadinessProbe.duration("timeout", text);
+      } catch (IllegalArgumentException e) {
+        probe = null;
+      }
+      assertThat(probe).as("'%s'", text).isEqualTo(flink);
     }
   }
 
@@ -204,13 +241,8 @@ class ReadinessProbeTest {
 
   /** Flink fetches metrics periodically and starts jobs asynchronously: asks until the answer fits. */
   private static Result probeUntil(Predicate<String> answer, String... options) throws Exception {
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    Result r = probe(options);
-    while (!answer.test(r.out) && System.nanoTime() < deadline) {
-      Thread.sleep(200);
-      r = probe(options);
-    }
-    return r;
+    return Waiting.until("ready " + String.join(" ", options) + " to answer as expected", Duration.ofSeconds(60),
+        () -> probe(options), r -> answer.test(r.out));
   }
 
   private record Result(int status, String out, String err) {}

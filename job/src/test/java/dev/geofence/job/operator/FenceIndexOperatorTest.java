@@ -6,6 +6,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
@@ -310,7 +311,7 @@ class FenceIndexOperatorTest {
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
-        new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB),
+        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB),
         (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());

@@ -11,6 +11,8 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.Waiting;
+import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.readiness.LoadPhase;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -18,6 +20,7 @@ import java.net.ServerSocket;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BooleanSupplier;
@@ -50,7 +53,7 @@ class FenceIndexRecoveryTest {
       port = socket.getLocalPort();
     }
     OperatorSubtaskState snapshot;
-    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
       harness.open();
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       FenceChange a = upsert("a", 1, SQUARE, false, 100);
@@ -61,7 +64,7 @@ class FenceIndexRecoveryTest {
       snapshot = harness.snapshot(1, 150);
     }
     FenceIndexOperator operator = new FenceIndexOperator(
-        GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(port, "slot_unreachable"), null);
+        GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_unreachable"), null);
     try (var harness = harness(operator)) {
       harness.initializeState(snapshot);
       harness.open();
@@ -109,7 +112,7 @@ class FenceIndexRecoveryTest {
       s.execute("DELETE FROM fences WHERE id = 'c'");
 
       OperatorSubtaskState snapshot;
-      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB)
+      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
           .writingFormat((byte) 9);
       try (var harness = harness(other)) {
         harness.open();
@@ -120,7 +123,7 @@ class FenceIndexRecoveryTest {
         snapshot = harness.snapshot(1, 10);
       }
       FenceIndexOperator operator = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_format"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_format"), null);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -165,7 +168,7 @@ class FenceIndexRecoveryTest {
       }
       OperatorSubtaskState snapshot;
       FenceIndexOperator fresh = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
       try (var harness = harness(fresh)) {
         harness.open();
         assertThat(fresh.phase()).isEqualTo(LoadPhase.LOADING);
@@ -173,7 +176,7 @@ class FenceIndexRecoveryTest {
         snapshot = harness.snapshot(1, 10);
       }
       FenceIndexOperator restored = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
       try (var harness = harness(restored)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -208,7 +211,7 @@ class FenceIndexRecoveryTest {
       }
       // The state of a job that had read the source up to LSN 1: everything, by a consistent read.
       OperatorSubtaskState snapshot;
-      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB))) {
+      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
         harness.open();
         dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
             change -> {
@@ -228,7 +231,7 @@ class FenceIndexRecoveryTest {
       s.execute("SELECT pg_create_logical_replication_slot('slot_ahead', 'pgoutput')");
 
       FenceIndexOperator proven = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
       try (var harness = harness(proven)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -248,7 +251,7 @@ class FenceIndexRecoveryTest {
         insert.execute();
       }
       FenceIndexOperator skipped = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), FenceIndexOperator.GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_ahead"), null);
       try (var harness = harness(skipped)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -279,13 +282,15 @@ class FenceIndexRecoveryTest {
    */
   private static void advanceUntil(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
       BooleanSupplier condition, String what) throws Exception {
-    long deadline = System.currentTimeMillis() + 60_000;
-    while (!condition.getAsBoolean()) {
-      assertThat(System.currentTimeMillis()).as("waited 60 s for %s", what).isLessThan(deadline);
+    Waiting.until(what, Duration.ofMinutes(1), () -> {
+      if (condition.getAsBoolean()) {
+        return true;
+      }
       harness.setProcessingTime(harness.getProcessingTime() + FenceIndexOperator.RECOVERY_POLL_MS);
-      Thread.sleep(2);
-    }
+      return false;
+    });
   }
+
 
   private static FenceSourceOptions options(int port, String slot) {
     return FenceSourceOptions.builder()

@@ -6,23 +6,14 @@ import java.util.Optional;
 /**
  * A geometry accepted by {@link FenceGeometryReader}, with the repair it needed, if any. A repair
  * is a warning the caller records (a dead-letter row of warning severity), never silent.
+ *
+ * @param repair what was wrong with the input before {@code GeometryFixer} repaired it; empty if
+ *     nothing
  */
-public final class DecodedGeometry {
+public record DecodedGeometry(FenceGeometry geometry, Optional<String> repair) {
 
-  private final FenceGeometry geometry;
-  private final String repair;
-
-  DecodedGeometry(FenceGeometry geometry, String repair) {
-    this.geometry = Objects.requireNonNull(geometry);
-    this.repair = repair;
-  }
-
-  public FenceGeometry geometry() {
-    return geometry;
-  }
-
-  /** What was wrong with the input before {@code GeometryFixer} repaired it; empty if nothing. */
-  public Optional<String> repair() {
-    return Optional.ofNullable(repair);
+  public DecodedGeometry {
+    Objects.requireNonNull(geometry);
+    Objects.requireNonNull(repair);
   }
 }

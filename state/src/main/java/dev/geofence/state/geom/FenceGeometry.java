@@ -85,12 +85,13 @@ public final class FenceGeometry {
     }
     double[] xy = new double[2 * geometry.getNumPoints()];
     int[] ringStarts = new int[rings + 1];
-    int[] polygonStarts = polygons == 1 ? SINGLE_POLYGON : new int[polygons + 1];
+    // The shared {0, 1} only for a lone ring: a polygon with holes spans all of its rings.
+    int[] polygonStarts = rings == 1 ? SINGLE_POLYGON : new int[polygons + 1];
     int ring = 0;
     int vertex = 0;
     for (int p = 0; p < polygons; p++) {
       Polygon polygon = (Polygon) geometry.getGeometryN(p);
-      if (polygons > 1) {
+      if (polygonStarts != SINGLE_POLYGON) {
         polygonStarts[p] = ring;
       }
       for (int r = -1; r < polygon.getNumInteriorRing(); r++) {
@@ -104,7 +105,7 @@ public final class FenceGeometry {
       }
     }
     ringStarts[rings] = vertex;
-    if (polygons > 1) {
+    if (polygonStarts != SINGLE_POLYGON) {
       polygonStarts[polygons] = rings;
     }
     return new FenceGeometry(xy, ringStarts, polygonStarts);

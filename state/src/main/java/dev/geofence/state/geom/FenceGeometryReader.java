@@ -2,6 +2,7 @@ package dev.geofence.state.geom;
 
 import dev.geofence.state.geom.BadGeometryException.Reason;
 import java.util.Objects;
+import java.util.Optional;
 import org.locationtech.jts.geom.CoordinateSequence;
 import org.locationtech.jts.geom.Geometry;
 import org.locationtech.jts.geom.GeometryFactory;
@@ -56,6 +57,11 @@ public final class FenceGeometryReader {
     } catch (ParseException | RuntimeException e) {
       throw unparseable("WKB", e);
     }
+  }
+
+  /** Reads a text geometry column: GeoJSON if that is its format, else WKT or EWKT. */
+  public DecodedGeometry readText(String text, GeometryFormat format) throws BadGeometryException {
+    return format == GeometryFormat.GEOJSON ? readGeoJson(text) : readWkt(text);
   }
 
   /** Reads WKT, or PostGIS EWKT with an {@code SRID=n;} prefix. */
@@ -115,7 +121,7 @@ public final class FenceGeometryReader {
     checkVertexCap(geometry);
     TopologyValidationError error = new IsValidOp(geometry).getValidationError();
     if (error == null) {
-      return new DecodedGeometry(FenceGeometry.fromJts(withoutEmptyParts(geometry)), null);
+      return new DecodedGeometry(FenceGeometry.fromJts(withoutEmptyParts(geometry)), Optional.empty());
     }
     String problem = error.getMessage() + " at " + error.getCoordinate();
     if (options.invalidPolicy() == InvalidPolygonPolicy.REJECT) {
@@ -127,7 +133,7 @@ public final class FenceGeometryReader {
           Reason.UNREPAIRABLE, problem + "; repair left no area (" + fixed.getGeometryType() + ")");
     }
     checkVertexCap(fixed);
-    return new DecodedGeometry(FenceGeometry.fromJts(fixed), "repaired: " + problem);
+    return new DecodedGeometry(FenceGeometry.fromJts(fixed), Optional.of("repaired: " + problem));
   }
 
   /** A MultiPolygon may hold empty parts; they add nothing and have no shell to store. */

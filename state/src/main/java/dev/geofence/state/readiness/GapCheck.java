@@ -16,34 +16,15 @@ import java.util.Objects;
  */
 public final class GapCheck {
 
-  /** The outcome, with the reason for a failure in words for the logs and hydration history. */
-  public static final class Result {
-    private final boolean covered;
-    private final boolean slotAhead;
-    private final String reason;
-
-    private Result(boolean covered, boolean slotAhead, String reason) {
-      this.covered = covered;
-      this.slotAhead = slotAhead;
-      this.reason = reason;
-    }
-
-    /** The slot streams on from the restored position: nothing can be skipped. */
-    public boolean covered() {
-      return covered;
-    }
-
-    /**
-     * The slot exists but has confirmed past the restored position: what lies between will not be
-     * streamed, and the restored index holds only if none of it touched the subtask's buckets.
-     */
-    public boolean slotAhead() {
-      return slotAhead;
-    }
-
-    public String reason() {
-      return reason;
-    }
+  /**
+   * The outcome, with the reason in words for the logs and hydration history.
+   *
+   * @param covered the slot streams on from the restored position: nothing can be skipped
+   * @param slotAhead the slot exists but has confirmed past the restored position: what lies
+   *     between will not be streamed, and the restored index holds only if none of it touched the
+   *     subtask's buckets
+   */
+  public record Result(boolean covered, boolean slotAhead, String reason) {
 
     @Override
     public String toString() {

@@ -7,17 +7,7 @@ import java.util.Objects;
  * exists, its {@code wal_status}, and the position up to which it has confirmed changes (the
  * oldest position it can still stream from). LSNs are PostgreSQL's 64-bit WAL positions. Immutable.
  */
-public final class SlotState {
-
-  private final boolean exists;
-  private final String walStatus;
-  private final long confirmedFlushLsn;
-
-  private SlotState(boolean exists, String walStatus, long confirmedFlushLsn) {
-    this.exists = exists;
-    this.walStatus = walStatus;
-    this.confirmedFlushLsn = confirmedFlushLsn;
-  }
+public record SlotState(boolean exists, String walStatus, long confirmedFlushLsn) {
 
   public static SlotState missing() {
     return new SlotState(false, null, 0);
@@ -28,18 +18,6 @@ public final class SlotState {
    */
   public static SlotState of(String walStatus, long confirmedFlushLsn) {
     return new SlotState(true, Objects.requireNonNull(walStatus, "wal_status"), confirmedFlushLsn);
-  }
-
-  public boolean exists() {
-    return exists;
-  }
-
-  public String walStatus() {
-    return walStatus;
-  }
-
-  public long confirmedFlushLsn() {
-    return confirmedFlushLsn;
   }
 
   @Override

@@ -42,7 +42,15 @@ class FenceGeometryReaderTest {
     assertThat(fromEwkb).isEqualTo(fromWkt);
     assertThat(fromWkbZ).isEqualTo(fromWkt);
     assertThat(fromGeoJson).isEqualTo(fromWkt);
+    String geoJson = "{\"type\":\"Polygon\",\"coordinates\":[[[0,0],[10,0],[10,10],[0,10],[0,0]],[[4,4],[6,4],[6,6],[4,6],[4,4]]]}";
+    assertThat(reader.readText(geoJson, GeometryFormat.GEOJSON).geometry()).as("a GeoJSON text column").isEqualTo(fromWkt);
+    assertThat(reader.readText("SRID=4326;" + SQUARE_WITH_HOLE, GeometryFormat.WKT).geometry()).as("a WKT text column").isEqualTo(fromWkt);
+    assertThatThrownBy(() -> reader.readText(geoJson, GeometryFormat.WKT)).as("GeoJSON read as WKT")
+        .isInstanceOfSatisfying(BadGeometryException.class, e -> assertThat(e.reason()).isEqualTo(Reason.UNPARSEABLE));
     assertThat(fromWkt.ringCount()).isEqualTo(2);
+    assertThat(fromWkt.polygonStarts()).as("one polygon of both rings").containsExactly(0, 2);
+    // As keyed state and snapshot files store it: a polygon with a hole once came back as corrupt.
+    assertThat(FenceGeometry.fromArrays(fromWkt.coordinates(), fromWkt.ringStarts(), fromWkt.polygonStarts())).isEqualTo(fromWkt);
     assertThat(fromWkt.vertexCount()).isEqualTo(10);
     assertThat(fromWkt.covers(5, 5)).as("inside the hole").isFalse();
     assertThat(fromWkt.covers(4, 5)).as("on the hole's boundary").isTrue();

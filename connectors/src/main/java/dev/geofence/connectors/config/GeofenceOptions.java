@@ -1,0 +1,165 @@
+package dev.geofence.connectors.config;
+
+import static org.apache.flink.configuration.ConfigOptions.key;
+
+import dev.geofence.state.geom.GeometryFormat;
+import dev.geofence.state.geom.InvalidPolygonPolicy;
+import java.time.Duration;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
+
+/**
+ * Every option of the geofence job and of the savepoint tools' shared ones, declared once as a
+ * Flink {@link ConfigOption}: key, type, default, description. The same key works in the cluster's
+ * {@code config.yaml}, as {@code -Dkey=value} (on Flink's CLI before the jar, or on the job's own
+ * command line), and as the command-line flag that names it ({@code --source-url} sets {@code
+ * geofence.source.url}); durations and sizes parse as Flink parses them ({@code 500 ms}, {@code
+ * 10s}, {@code 5 min}). Where the job sets a Flink setting, the option is Flink's own key with the
+ * job's default ({@link #CHECKPOINT_INTERVAL} is {@code execution.checkpointing.interval},
+ * defaulting to 10 s), so a cluster's value of that key is honoured too.
+ *
+ * <p>The fence database's password is never an option: it is read from {@value #PASSWORD_ENV}
+ * only, so that it appears in no process list, log, help text or configuration file.
+ */
+public final class GeofenceOptions {
+
+  /** The environment variable the fence database's password is read from (never a flag or key). */
+  public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
+
+  // ---- the fence database (DESIGN section 3) ---------------------------------------------------
+
+  public static final ConfigOption<String> SOURCE_URL = key("geofence.source.url").stringType().noDefaultValue()
+      .withDescription("JDBC URL of the fence database, jdbc:postgresql://host:port/database.");
+
+  public static final ConfigOption<String> SOURCE_USER = key("geofence.source.user").stringType().noDefaultValue()
+      .withDescription("User of the fence database, with REPLICATION; its password is read from " + PASSWORD_ENV + ".");
+
+  public static final ConfigOption<String> FENCES_TABLE = key("geofence.source.fences-table").stringType().defaultValue("fences")
+      .withDescription("Table of fences, with the triggers of fence-versioning.sql.");
+
+  public static final ConfigOption<String> ID_COLUMN = key("geofence.source.id-column").stringType().defaultValue("id")
+      .withDescription("The fences table's id column (its primary key, text).");
+
+  public static final ConfigOption<String> GEOMETRY_COLUMN = key("geofence.source.geometry-column").stringType().defaultValue("geom")
+      .withDescription("The fences table's geometry column.");
+
+  public static final ConfigOption<String> TENANT_COLUMN = key("geofence.source.tenant-column").stringType().defaultValue("tenant")
+      .withDescription("The fences table's tenant column; a table without it has no tenants.");
+
+  public static final ConfigOption<GeometryFormat> GEOMETRY_FORMAT = key("geofence.source.geometry-format")
+      .enumType(GeometryFormat.class).defaultValue(GeometryFormat.WKB)
+      .withDescription("How the geometry column arrives: wkb (PostGIS geometry or bytea), wkt or geojson (text).");
+
+  public static final ConfigOption<String> SLOT = key("geofence.source.slot").stringType().defaultValue("geofence")
+      .withDescription("Replication slot of the CDC source.");
+
+  public static final ConfigOption<String> PUBLICATION = key("geofence.source.publication").stringType()
+      .defaultValue("geofence_publication")
+      .withDescription("Publication the migration created.");
+
+  public static final ConfigOption<Duration> HEARTBEAT_INTERVAL = key("geofence.source.heartbeat-interval").durationType()
+      .defaultValue(Duration.ofSeconds(1))
+      .withDescription("How often the job writes fence_heartbeat, which advances the fence clock while fences are idle;"
+          + " shorter than three checkpoint intervals.");
+
+  /**
+   * The values {@link #STARTUP} once chose between. Both now mean what every start without source
+   * state does: stream from the slot (a fresh index reads its own buckets of the table once the slot
+   * exists; a bootstrapped savepoint holds the fences already).
+   */
+  public enum Startup {
+    SNAPSHOT,
+    SLOT
+  }
+
+  /**
+   * Deprecated, and read by nothing: accepted, with its old values, so that the scripts that pass it
+   * keep working.
+   */
+  public static final ConfigOption<Startup> STARTUP = key("geofence.source.startup").enumType(Startup.class)
+      .defaultValue(Startup.SNAPSHOT)
+      .withDescription("Deprecated, changes nothing (accepted for scripts' sake): a start without source state always"
+          + " streams from the slot, and a fresh index reads its own buckets of the fences table once the slot exists.");
+
+  /** Keys under this prefix are passed to Debezium, the prefix removed. */
+  public static final String DEBEZIUM_PREFIX = "geofence.source.debezium.";
+
+  public static final ConfigOption<InvalidPolygonPolicy> INVALID_POLYGONS = key("geofence.fences.invalid-polygons")
+      .enumType(InvalidPolygonPolicy.class).defaultValue(InvalidPolygonPolicy.REPAIR)
+      .withDescription("Policy for invalid polygons: repair (JTS GeometryFixer, reported as a warning) or reject.");
+
+  // ---- locations ----------------------------------------------------------------------------------
+
+  public static final ConfigOption<String> LOCATIONS = key("geofence.locations.source").stringType().noDefaultValue()
+      .withDescription("Where locations come from: kafka:BOOTSTRAP/TOPIC, file:PATH (a file, or a directory watched"
+          + " for new files) or generator:OBJECTS.");
+
+  public static final ConfigOption<String> LOCATIONS_GROUP = key("geofence.locations.kafka-group").stringType().noDefaultValue()
+      .withDescription("Kafka consumer group of kafka: locations; two jobs on one topic each need their own.");
+
+  // ---- outputs ------------------------------------------------------------------------------------
+
+  public static final ConfigOption<String> SINK_URL = key("geofence.sink.url").stringType().noDefaultValue()
+      .withDescription("JDBC URL of the output tables.");
+
+  public static final ConfigOption<String> TRIGGERS_TOPIC = key("geofence.sink.triggers-topic").stringType().noDefaultValue()
+      .withDescription("Also write the triggers to this Kafka topic, BOOTSTRAP/TOPIC, exactly once (transactions commit"
+          + " with each checkpoint; read it with isolation.level=read_committed).");
+
+  public static final ConfigOption<String> TRIGGERS_TRANSACTIONAL_ID = key("geofence.sink.triggers-transactional-id").stringType()
+      .noDefaultValue()
+      .withDescription("Kafka transactional id prefix of the triggers topic, unique per job and the same across restores.");
+
+  public static final ConfigOption<Duration> HYDRATION_RETENTION = key("geofence.sink.hydration-retention").durationType()
+      .defaultValue(Duration.ofDays(30))
+      .withDescription("How long hydration_history keeps its rows.");
+
+  // ---- the job: Flink's own keys, with the job's defaults -------------------------------------------
+
+  public static final ConfigOption<String> JOB_NAME = key(PipelineOptions.NAME.key()).stringType().defaultValue("geofence")
+      .withDescription("The job's name in Flink and in hydration_history; the Kafka consumer group and transactional id derive from it.");
+
+  public static final ConfigOption<Integer> PARALLELISM = key(CoreOptions.DEFAULT_PARALLELISM.key()).intType().noDefaultValue()
+      .withDescription("Parallelism of the job.");
+
+  public static final ConfigOption<Integer> MAX_PARALLELISM = key(PipelineOptions.MAX_PARALLELISM.key()).intType().defaultValue(128)
+      .withDescription("The job's max parallelism: the key groups fences are spread over; it must divide the 4096 fence buckets"
+          + " and stay the same across restores.");
+
+  public static final ConfigOption<Duration> CHECKPOINT_INTERVAL = key(CheckpointingOptions.CHECKPOINTING_INTERVAL.key())
+      .durationType().defaultValue(Duration.ofSeconds(10))
+      .withDescription("Checkpoint interval.");
+
+  public static final ConfigOption<String> CHECKPOINT_DIR = key(CheckpointingOptions.CHECKPOINTS_DIRECTORY.key()).stringType()
+      .noDefaultValue()
+      .withDescription("Durable checkpoint storage, e.g. file:///var/geofence/checkpoints.");
+
+  public static final ConfigOption<String> STATE_BACKEND = key(StateBackendOptions.STATE_BACKEND.key()).stringType()
+      .defaultValue(StateBackendOptions.STATE_BACKEND.defaultValue())
+      .withDescription("State backend: hashmap or rocksdb (rocksdb checkpoints incrementally).");
+
+  public static final ConfigOption<String> FROM_SAVEPOINT = key(StateRecoveryOptions.SAVEPOINT_PATH.key()).stringType()
+      .noDefaultValue()
+      .withDescription("Restore from this savepoint (under java -jar; on a cluster, flink run -s).");
+
+  public static final ConfigOption<String> SAVEPOINT_DIR = key(CheckpointingOptions.SAVEPOINT_DIRECTORY.key()).stringType()
+      .noDefaultValue()
+      .withDescription("Default target of savepoints, e.g. file:///var/geofence/savepoints.");
+
+  // ---- the embedded cluster of java -jar ---------------------------------------------------------------
+
+  public static final ConfigOption<Integer> REST_PORT = key(RestOptions.PORT.key()).intType().defaultValue(RestOptions.PORT.defaultValue())
+      .withDescription("REST port of the embedded cluster under java -jar, so that it can be stopped with a savepoint"
+          + " through Flink's REST API.");
+
+  public static final ConfigOption<String> BIND_ADDRESS = key("geofence.embedded.bind-address").stringType().defaultValue("127.0.0.1")
+      .withDescription("Interface the embedded cluster's REST API and its other ports listen on under java -jar"
+          + " (0.0.0.0 for every interface).");
+
+  private GeofenceOptions() {}
+}

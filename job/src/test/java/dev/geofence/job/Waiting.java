@@ -1,0 +1,54 @@
+package dev.geofence.job;
+
+import java.time.Duration;
+import java.util.function.Predicate;
+
+/**
+ * Waits on a condition, not on a clock (as Flink's {@code CommonTestUtils.waitUntilCondition}):
+ * polls it, first often and then five times a second, until it holds or the deadline passes, and
+ * then fails saying what it waited for and what it saw last. What the condition throws fails the
+ * wait at once.
+ */
+public final class Waiting {
+
+  /** What is polled; it may throw, which ends the wait. */
+  @FunctionalInterface
+  public interface Probe<T> {
+    T get() throws Exception;
+  }
+
+  private static final long FIRST_PAUSE_MILLIS = 10;
+  private static final long LONGEST_PAUSE_MILLIS = 200;
+
+  private Waiting() {}
+
+  /**
+   * Waits until {@code condition} holds.
+   *
+   * @param what what is waited for, as the failure says it: "the CDC source to create its slot"
+   */
+  public static void until(String what, Duration timeout, Probe<Boolean> condition) throws Exception {
+    until(what, timeout, condition, Boolean.TRUE::equals);
+  }
+
+  /**
+   * Polls {@code probe} until its value satisfies {@code done}; returns that value.
+   *
+   * @throws AssertionError after {@code timeout}, with {@code what} and the last value seen
+   */
+  public static <T> T until(String what, Duration timeout, Probe<T> probe, Predicate<? super T> done) throws Exception {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    long pause = FIRST_PAUSE_MILLIS;
+    while (true) {
+      T value = probe.get();
+      if (done.test(value)) {
+        return value;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("waited " + timeout.toSeconds() + " s for " + what + "; last seen: " + value);
+      }
+      Thread.sleep(pause);
+      pause = Math.min(LONGEST_PAUSE_MILLIS, pause * 2);
+    }
+  }
+}

@@ -1,0 +1,128 @@
+package dev.geofence.state.snapshot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.testing.Shapes;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.Float8Vector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowFileReader;
+import org.apache.arrow.vector.ipc.ArrowFileWriter;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.locationtech.jts.geom.GeometryFactory;
+import org.locationtech.jts.io.WKBWriter;
+
+/** The columnar snapshot file: what is written is what is read, and a file of another format is refused. */
+class ArrowSnapshotFileTest {
+
+  @TempDir Path temp;
+
+  /**
+   * Live fences of every shape kind (holes, multipolygons, repaired ones), tombstones and fences
+   * with no usable version, with and without tenants and members, across more than one record
+   * batch, and a stream position with the high bit set: all read back as written.
+   */
+  @Test
+  void whatIsWrittenIsRead() throws Exception {
+    Shapes shapes = new Shapes(new GeometryFactory(), 7);
+    SplittableRandom random = shapes.random();
+    FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
+    WKBWriter wkb = new WKBWriter();
+    List<SnapshotFence> fences = new ArrayList<>();
+    for (int i = 0; i < 9_000; i++) {
+      int kind = random.nextInt(10);
+      FenceGeometry geometry = kind < 2 ? null
+          : reader.readWkb(wkb.write(shapes.any(random.nextDouble(-170, 170), random.nextDouble(-80, 80), 0.5))).geometry();
+      String[] members = new String[random.nextInt(4)];
+      long[] since = new long[members.length];
+      for (int m = 0; m < members.length; m++) {
+        members[m] = "object-ü-" + random.nextInt(1000);
+        since[m] = random.nextLong();
+      }
+      fences.add(new SnapshotFence("fence-" + i, 1 + random.nextInt(100), kind == 0, random.nextBoolean() ? null : "tenant-" + kind,
+          geometry, members, since));
+    }
+    List<SnapshotBucket> buckets = new ArrayList<>();
+    for (int b = 0; b < 4096; b++) {
+      buckets.add(new SnapshotBucket(b, random.nextInt(500), random.nextLong(), random.nextInt(1 << 20)));
+    }
+    FenceSnapshot written = new FenceSnapshot(0x8000_0001_0000_0ABCL, 1_764_500_000_123L, 256, buckets, fences);
+    Path file = temp.resolve("fences.arrow");
+    AtomicInteger ticks = new AtomicInteger();
+    ArrowSnapshotFile.write(file, written, ticks::incrementAndGet);
+    assertThat(ticks).as("a progress tick per fence").hasValue(fences.size());
+
+    FenceSnapshot read = ArrowSnapshotFile.read(file);
+    assertThat(read.lsn()).isEqualTo(written.lsn());
+    assertThat(read.commitTime()).isEqualTo(written.commitTime());
+    assertThat(read.maxParallelism()).isEqualTo(256);
+    assertThat(read.buckets()).isEqualTo(buckets);
+    assertThat(read.fences()).hasSameSizeAs(fences);
+    for (int i = 0; i < fences.size(); i++) {
+      SnapshotFence expected = fences.get(i);
+      SnapshotFence actual = read.fences().get(i);
+      assertThat(actual).as("fence %d", i)
+          .usingRecursiveComparison().isEqualTo(expected);
+    }
+  }
+
+  /** The bounding box columns, for readers of the file that do not decode the geometry. */
+  @Test
+  void theBoundingBoxIsTheGeometrysEnvelope() throws Exception {
+    FenceGeometry square = new FenceGeometryReader(GeometryReadOptions.defaults())
+        .readWkt("POLYGON ((1 2, 5 2, 5 7, 1 7, 1 2))").geometry();
+    Path file = temp.resolve("box.arrow");
+    ArrowSnapshotFile.write(file, new FenceSnapshot(1, 2, 128, List.of(), List.of(
+        new SnapshotFence("box", 3, false, null, square, new String[0], new long[0]),
+        new SnapshotFence("gone", 4, true, null, null, new String[0], new long[0]))), () -> { });
+    try (BufferAllocator allocator = new RootAllocator();
+        ArrowFileReader reader = new ArrowFileReader(FileChannel.open(file, StandardOpenOption.READ), allocator)) {
+      assertThat(reader.loadNextBatch()).isTrue();
+      VectorSchemaRoot root = reader.getVectorSchemaRoot();
+      assertThat(List.of("min_x", "min_y", "max_x", "max_y").stream().map(c -> ((Float8Vector) root.getVector(c)).get(0)))
+          .containsExactly(1.0, 2.0, 5.0, 7.0);
+      assertThat(((Float8Vector) root.getVector("min_x")).isNull(1)).as("a tombstone has no box").isTrue();
+    }
+  }
+
+  @Test
+  void aFileOfAnotherFormatIsRefused() throws Exception {
+    Path future = file("future.arrow", Map.of(ArrowSnapshotFile.FORMAT_KEY, "2"));
+    assertThatThrownBy(() -> ArrowSnapshotFile.read(future)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("snapshot format 2").hasMessageContaining("it reads 1");
+    Path other = file("other.arrow", Map.of("something", "else"));
+    assertThatThrownBy(() -> ArrowSnapshotFile.read(other)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("is not a geofence snapshot file");
+  }
+
+  /** An empty Arrow file whose schema has only an id column and {@code metadata}. */
+  private Path file(String name, Map<String, String> metadata) throws Exception {
+    Path file = temp.resolve(name);
+    Schema schema = new Schema(List.of(Field.notNullable("id", ArrowType.Utf8.INSTANCE)), metadata);
+    try (BufferAllocator allocator = new RootAllocator();
+        VectorSchemaRoot root = VectorSchemaRoot.create(schema, allocator);
+        FileChannel channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+        ArrowFileWriter writer = new ArrowFileWriter(root, null, channel)) {
+      writer.start();
+      writer.end();
+    }
+    return file;
+  }
+}
