@@ -1,19 +1,23 @@
 package dev.geofence.savepoints;
 
 import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.job.operator.FenceKey;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.snapshot.SnapshotBucket;
 import dev.geofence.state.snapshot.SnapshotFence;
 
 /**
  * One record a bootstrap writes into the fence index's state: a change as the operator would apply
- * it (a fence, a bucket fingerprint, a key group's stream position), and for a fence imported from
- * a snapshot file, its geometry as the job held it (flat arrays, as {@link FenceGeometry}'s) and the
- * objects inside it with since when. A Flink POJO.
+ * it (a fence, a bucket fingerprint, a key group's stream position), for a fence imported from a
+ * snapshot file its geometry as the job held it (flat arrays, as {@link FenceGeometry}'s), or the
+ * objects inside an imported fence with since when. A Flink POJO.
  */
 public class BootstrapRow {
 
   public FenceChange change;
+  /** For the objects inside a fence: the fence's id (and no change). */
+  public String membersOf;
   public double[] coordinates;
   public int[] ringStarts;
   public int[] polygonStarts;
@@ -40,9 +44,30 @@ public class BootstrapRow {
       row.ringStarts = geometry.ringStarts();
       row.polygonStarts = geometry.polygonStarts();
     }
+    return row;
+  }
+
+  /** The objects inside a fence of a snapshot file, or null if there are none. */
+  static BootstrapRow membersOf(SnapshotFence fence) {
+    if (fence.memberIds() == null || fence.memberIds().length == 0) {
+      return null;
+    }
+    BootstrapRow row = new BootstrapRow();
+    row.membersOf = fence.id();
     row.memberIds = fence.memberIds();
     row.memberSince = fence.memberSince();
     return row;
+  }
+
+  /**
+   * The key the operator holds this row's state under: a fence's version in its bucket's map, the
+   * objects inside a fence under the fence's own key, fingerprints and positions under the bucket's.
+   */
+  FenceKey key() {
+    if (membersOf != null) {
+      return new FenceKey(membersOf);
+    }
+    return change.kind == FenceChange.Kind.FENCE ? FenceKey.ofBucket(FenceBuckets.of(change.fenceId)) : FenceKey.of(change);
   }
 
   /** A bucket fingerprint of a snapshot file, as a snapshot read of it. */

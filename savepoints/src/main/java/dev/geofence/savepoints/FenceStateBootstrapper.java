@@ -28,7 +28,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   private final GeometryReadOptions geometryOptions;
   private final GeometryFormat geometryFormat;
   private transient FenceGeometryReader reader;
-  private transient ValueState<StoredFence> fence;
+  private transient MapState<String, StoredFence> fences;
   private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
   private transient ValueState<FenceChange> streamPosition;
@@ -41,7 +41,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   @Override
   public void open(OpenContext context) {
     reader = new FenceGeometryReader(geometryOptions);
-    fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
+    fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
     bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
     streamPosition = getRuntimeContext().getState(FenceIndexOperator.streamPositionStateDescriptor());
@@ -49,20 +49,21 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
 
   @Override
   public void processElement(BootstrapRow row, Context context) throws Exception {
-    FenceChange change = row.change;
-    if (row.memberIds != null) {
+    if (row.membersOf != null) {
       for (int i = 0; i < row.memberIds.length; i++) {
         members.put(row.memberIds[i], row.memberSince[i]);
       }
+      return;
     }
+    FenceChange change = row.change;
     switch (change.kind) {
       case FENCE: {
-        StoredFence stored = fence.value();
+        StoredFence stored = fences.get(change.fenceId);
         // A re-created fence has a tombstone and a live row: the higher seq is the fence.
         if (stored != null && stored.seq() > change.seq) {
           return;
         }
-        fence.update(change.delete
+        fences.put(change.fenceId, change.delete
             ? StoredFence.of(change.seq, true, null, null, change.commitTime)
             : StoredFence.of(change.seq, false, geometry(row), change.tenant, change.commitTime));
         return;

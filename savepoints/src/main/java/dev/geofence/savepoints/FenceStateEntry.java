@@ -1,14 +1,14 @@
 package dev.geofence.savepoints;
 
 /**
- * One key of the fence index's keyed state, as a savepoint holds it: a fence (live, a tombstone, or
- * of a format this release cannot read), with its objects inside, or a bucket's fingerprint, or a
- * key group's stream position. A Flink POJO.
+ * One entry of the fence index's keyed state, as a savepoint holds it: a fence (live, a tombstone,
+ * or of a format this release cannot read), the objects inside a fence, a bucket's fingerprint, or
+ * a key group's stream position. A Flink POJO.
  */
 public class FenceStateEntry {
 
   /** What the key holds. */
-  public enum Kind { FENCE, BUCKET_STATS, STREAM_POSITION }
+  public enum Kind { FENCE, MEMBERS, BUCKET_STATS, STREAM_POSITION }
 
   public Kind kind;
   /** The fence id; for bucket stats and stream positions, the bucket or key group. */
@@ -18,7 +18,6 @@ public class FenceStateEntry {
   public boolean live;
   public boolean unreadable;
   public long vertices;
-  public long members;
   public long lsn;
   public long commitTime;
   /** For a fence read with its geometry (export): the flat arrays of {@code FenceGeometry}. */
@@ -26,7 +25,8 @@ public class FenceStateEntry {
   public double[] coordinates;
   public int[] ringStarts;
   public int[] polygonStarts;
-  /** For a fence read with its geometry: the objects inside it and since when. */
+  /** For members: how many objects are inside the fence; read with geometry, which and since when. */
+  public long members;
   public String[] memberIds;
   public long[] memberSince;
   /** For bucket stats: the source's count and checksum of the bucket. */

@@ -4,6 +4,9 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.configuration.Configuration;
@@ -21,6 +24,8 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
 
   private final int maxParallelism;
   private final boolean withGeometry;
+  private transient MapState<String, StoredFence> fences;
+  /** Fences as releases before the per-bucket maps kept them, one per fence key. */
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
   private transient ValueState<FenceChange> bucketStats;
@@ -36,6 +41,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @SuppressWarnings("deprecation")
   @Override
   public void open(Configuration parameters) {
+    fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
     fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
     bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
@@ -45,29 +51,21 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @Override
   public void readKey(FenceKey key, Context context, Collector<FenceStateEntry> out) throws Exception {
     int keyGroup = KeyGroupRangeAssignment.assignToKeyGroup(key, maxParallelism);
-    StoredFence stored = fence.value();
-    if (stored != null) {
-      FenceStateEntry entry = entry(FenceStateEntry.Kind.FENCE, key.id, keyGroup);
-      entry.unreadable = stored.unreadable();
-      entry.seq = stored.seq();
-      entry.live = !stored.unreadable() && !stored.deleted();
-      entry.vertices = stored.geometry() == null ? 0 : stored.geometry().coordinates().length / 2;
-      entry.lsn = stored.commitLsn();
-      entry.commitTime = stored.commitTime();
-      if (withGeometry) {
-        entry.tenant = stored.tenant();
-        if (stored.geometry() != null) {
-          entry.coordinates = stored.geometry().coordinates();
-          entry.ringStarts = stored.geometry().ringStarts();
-          entry.polygonStarts = stored.geometry().polygonStarts();
-        }
-      }
-      java.util.List<String> ids = new java.util.ArrayList<>();
-      java.util.List<Long> since = new java.util.ArrayList<>();
-      for (java.util.Map.Entry<String, Long> member : members.entries()) {
-        ids.add(member.getKey());
-        since.add(member.getValue());
-      }
+    for (Map.Entry<String, StoredFence> stored : fences.entries()) {
+      out.collect(fence(stored.getKey(), stored.getValue(), keyGroup));
+    }
+    StoredFence legacy = fence.value();
+    if (legacy != null) {
+      out.collect(fence(key.id, legacy, keyGroup));
+    }
+    List<String> ids = new ArrayList<>();
+    List<Long> since = new ArrayList<>();
+    for (Map.Entry<String, Long> member : members.entries()) {
+      ids.add(member.getKey());
+      since.add(member.getValue());
+    }
+    if (!ids.isEmpty()) {
+      FenceStateEntry entry = entry(FenceStateEntry.Kind.MEMBERS, key.id, keyGroup);
       entry.members = ids.size();
       if (withGeometry) {
         entry.memberIds = ids.toArray(new String[0]);
@@ -92,6 +90,25 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       entry.commitTime = position.commitTime;
       out.collect(entry);
     }
+  }
+
+  private FenceStateEntry fence(String id, StoredFence stored, int keyGroup) {
+    FenceStateEntry entry = entry(FenceStateEntry.Kind.FENCE, id, keyGroup);
+    entry.unreadable = stored.unreadable();
+    entry.seq = stored.seq();
+    entry.live = !stored.unreadable() && !stored.deleted();
+    entry.vertices = stored.geometry() == null ? 0 : stored.geometry().coordinates().length / 2;
+    entry.lsn = stored.commitLsn();
+    entry.commitTime = stored.commitTime();
+    if (withGeometry) {
+      entry.tenant = stored.tenant();
+      if (stored.geometry() != null) {
+        entry.coordinates = stored.geometry().coordinates();
+        entry.ringStarts = stored.geometry().ringStarts();
+        entry.polygonStarts = stored.geometry().polygonStarts();
+      }
+    }
+    return entry;
   }
 
   private static FenceStateEntry entry(FenceStateEntry.Kind kind, String id, int keyGroup) {

@@ -68,6 +68,10 @@ public final class SavepointBootstrap {
     long tombstones = 0;
     for (SnapshotFence fence : snapshot.fences()) {
       rows.add(BootstrapRow.of(fence));
+      BootstrapRow members = BootstrapRow.membersOf(fence);
+      if (members != null) {
+        rows.add(members);
+      }
       tombstones += fence.deleted() ? 1 : 0;
     }
     for (SnapshotBucket bucket : snapshot.buckets()) {
@@ -91,7 +95,7 @@ public final class SavepointBootstrap {
     SavepointWriter.newSavepoint(env, new HashMapStateBackend(), maxParallelism)
         .withOperator(OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID),
             OperatorTransformation.bootstrapWith(env.fromData(rows))
-                .keyBy(row -> FenceKey.of(row.change), TypeInformation.of(FenceKey.class))
+                .keyBy(BootstrapRow::key, TypeInformation.of(FenceKey.class))
                 .transform(new FenceStateBootstrapper(geometryOptions, geometryFormat)))
         .write(output);
     env.execute("bootstrap " + output);

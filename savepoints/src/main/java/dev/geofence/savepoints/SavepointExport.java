@@ -8,7 +8,9 @@ import dev.geofence.state.snapshot.SnapshotFence;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * {@code export}: a savepoint's fences (live and tombstones, with their geometry and the objects
@@ -21,19 +23,29 @@ final class SavepointExport {
 
   /** Writes the savepoint's fences to {@code file}; returns how many. */
   static long export(String savepoint, Path file, PrintStream progress) throws Exception {
-    List<SnapshotFence> fences = new ArrayList<>();
+    List<FenceStateEntry> read = new ArrayList<>();
+    // A fence and the objects inside it are held under different keys (its bucket's, its own).
+    Map<String, FenceStateEntry> members = new HashMap<>();
     List<SnapshotBucket> buckets = new ArrayList<>();
     SavepointInspection inspection = SavepointInspection.read(savepoint, 0, entry -> {
       if (entry.kind == FenceStateEntry.Kind.FENCE && !entry.unreadable) {
-        FenceGeometry geometry = entry.coordinates == null ? null
-            : FenceGeometry.fromArrays(entry.coordinates, entry.ringStarts, entry.polygonStarts);
-        fences.add(new SnapshotFence(entry.id, entry.seq, !entry.live, entry.tenant, geometry, entry.memberIds, entry.memberSince));
+        read.add(entry);
+      } else if (entry.kind == FenceStateEntry.Kind.MEMBERS) {
+        members.put(entry.id, entry);
       } else if (entry.kind == FenceStateEntry.Kind.BUCKET_STATS) {
         buckets.add(new SnapshotBucket(Integer.parseInt(entry.id), entry.fenceCount, entry.checksum, entry.seq));
       }
     }, progress);
     if (inspection.unreadable > 0) {
       throw new IllegalArgumentException(inspection.unreadable + " fences of the savepoint are of a state format this release cannot read");
+    }
+    List<SnapshotFence> fences = new ArrayList<>(read.size());
+    for (FenceStateEntry entry : read) {
+      FenceGeometry geometry = entry.coordinates == null ? null
+          : FenceGeometry.fromArrays(entry.coordinates, entry.ringStarts, entry.polygonStarts);
+      FenceStateEntry inside = members.get(entry.id);
+      fences.add(new SnapshotFence(entry.id, entry.seq, !entry.live, entry.tenant, geometry,
+          inside == null ? new String[0] : inside.memberIds, inside == null ? new long[0] : inside.memberSince));
     }
     Progress written = new Progress(progress, "write " + file + ", fences", fences.size());
     ArrowSnapshotFile.write(file, new FenceSnapshot(inspection.restoredLsn, inspection.restoredCommitTime, inspection.maxParallelism,

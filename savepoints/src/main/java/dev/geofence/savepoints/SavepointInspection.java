@@ -122,6 +122,9 @@ public final class SavepointInspection {
     if (entry.kind == FenceStateEntry.Kind.BUCKET_STATS) {
       bucketVersions[Integer.parseInt(entry.id)] = entry.seq;
     }
+    if (entry.kind == FenceStateEntry.Kind.MEMBERS) {
+      memberships += entry.members;
+    }
     if (entry.kind != FenceStateEntry.Kind.FENCE) {
       return;
     }
@@ -130,7 +133,6 @@ public final class SavepointInspection {
     } else if (entry.live) {
       fences++;
       vertices += entry.vertices;
-      memberships += entry.members;
       checksum.add(entry.id, entry.seq);
       liveSeqs.put(entry.id, entry.seq);
       fencesPerKeyGroup[entry.keyGroup]++;

@@ -112,9 +112,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   /**
-   * Each fence's stored version as a value per fence key: how releases before the per-bucket maps
-   * kept it, and how the savepoint tools' bootstrap writes it. Read on restore and moved into
-   * {@link #fencesStateDescriptor()}.
+   * Each fence's stored version as a value per fence key, as releases before the per-bucket maps
+   * kept it: read on restore and moved into {@link #fencesStateDescriptor()}.
    */
   public static ValueStateDescriptor<StoredFence> fenceStateDescriptor() {
     return new ValueStateDescriptor<>(FENCE_STATE, StoredFenceSerializer.INSTANCE);
@@ -162,6 +161,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final String savepointPath;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
+  private boolean perFenceLayout;
+  private transient int movedFromPerFenceLayout;
 
   private transient ValueState<StoredFence> fenceState;
   private transient MapState<String, StoredFence> fencesState;
@@ -333,13 +334,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
             }
           }
         });
-    // State of a release before the per-bucket maps, or of the savepoint tools' bootstrap: moved
-    // into the maps (once; the next checkpoint carries the move).
+    // State of a release before the per-bucket maps: moved into the maps (once; the next
+    // checkpoint carries the move).
     Map<String, StoredFence> legacy = new HashMap<>();
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
         (FenceKey key, ValueState<StoredFence> state) -> legacy.put(key.id, state.value()));
+    movedFromPerFenceLayout = legacy.size();
     for (Map.Entry<String, StoredFence> fence : legacy.entrySet()) {
       setCurrentKey(new FenceKey(fence.getKey()));
       fenceState.clear();
@@ -726,6 +728,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** Stores a fence's version in its bucket's map; the current key stays what it was. */
   private void store(String fenceId, StoredFence stored) throws Exception {
+    if (perFenceLayout) {
+      withKey(new FenceKey(fenceId), () -> {
+        fenceState.update(stored);
+        return null;
+      });
+      return;
+    }
     withBucketKey(fenceId, () -> {
       fencesState.put(fenceId, stored);
       return null;
@@ -737,8 +746,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   private <T> T withBucketKey(String fenceId, StateCall<T> call) throws Exception {
+    return withKey(FenceKey.ofBucket(FenceBuckets.of(fenceId)), call);
+  }
+
+  private <T> T withKey(FenceKey other, StateCall<T> call) throws Exception {
     Object key = getCurrentKey();
-    setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(fenceId)));
+    setCurrentKey(other);
     try {
       return call.call();
     } finally {
@@ -881,6 +894,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   // ---- for tests -----------------------------------------------------------------------------------
+
+  /** This operator stores fences one per fence key, as releases before the per-bucket maps did. */
+  FenceIndexOperator writingPerFenceLayout() {
+    perFenceLayout = true;
+    return this;
+  }
+
+  /** How many fences this operator's restore moved from the per-fence layout into the bucket maps. */
+  int movedFromPerFenceLayout() {
+    return movedFromPerFenceLayout;
+  }
 
   /** This operator writes fences in format {@code version}, as another release would. */
   FenceIndexOperator writingFormat(byte version) {

@@ -33,10 +33,6 @@ public final class FenceKey {
   }
 
   /**
-   * The key of bucket {@code b}'s fingerprint record, in the same key group as the bucket's fences.
-   * Its id starts with NUL, which no fence id can (PostgreSQL text cannot hold it).
-   */
-  /**
    * The key of a record of the fence stream: a fence's id, or for a bucket fingerprint (and a
    * heartbeat's copy for key group g, carried as bucket g) the bucket's key.
    */
@@ -44,6 +40,11 @@ public final class FenceKey {
     return change.kind == FenceChange.Kind.FENCE ? new FenceKey(change.fenceId) : ofBucket(change.bucket);
   }
 
+  /**
+   * The key of bucket {@code b}: of its fingerprint record and its fences' stored versions, in the
+   * same key group as the bucket's fence keys. Its id starts with NUL, which no fence id can
+   * (PostgreSQL text cannot hold it).
+   */
   public static FenceKey ofBucket(int bucket) {
     if (bucket < 0 || bucket >= FenceBuckets.COUNT) {
       throw new IllegalArgumentException("bucket " + bucket + " is outside [0, " + FenceBuckets.COUNT + ")");

@@ -10,6 +10,7 @@ import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.readiness.LoadPhase;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Map;
@@ -253,6 +254,60 @@ class FenceIndexOperatorTest {
     assertThat(after).hasSize(20).allMatch(t -> t.startsWith("EXIT o1 ") && t.endsWith("t=200"));
   }
 
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aSavepointOfThePerFenceLayoutIsRestoredAtAnotherParallelismAndMovedIntoBucketMaps(String backend) throws Exception {
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writingPerFenceLayout(),
+        1, 0, backend)) {
+      harness.open();
+      Source source = new Source(harness);
+      for (int i = 0; i < 30; i++) {
+        source.send(upsert("f" + i, 1, i % 2 == 0 ? SQUARE : FAR_SQUARE, true, 0));
+      }
+      source.send(upsert("f3", 2, SQUARE, false, 20));
+      source.send(delete("f4", 2, 30));
+      source.sendAllBuckets();
+      harness.processElement2(location("o1", 40, 5, 5), 40);
+      watermark(harness, 100);
+      // The 15 even fences, f3 reshaped into them, f4 deleted.
+      assertThat(triggers(harness)).hasSize(15).allMatch(t -> t.toString().startsWith("ENTER o1 "));
+      snapshot = harness.snapshot(1, 150);
+    }
+    List<OperatorSubtaskState> moved = new ArrayList<>();
+    List<String> after = new ArrayList<>();
+    int fences = 0;
+    for (int subtask = 0; subtask < 2; subtask++) {
+      OperatorSubtaskState part = AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask);
+      try (var harness = harness(2, subtask, backend)) {
+        harness.initializeState(part);
+        harness.open();
+        FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+        assertThat(operator.phase()).as("the moved fences match the fingerprints").isEqualTo(LoadPhase.READY);
+        fences += operator.movedFromPerFenceLayout();
+        // Still inside: no second ENTER for the objects the savepoint held.
+        harness.processElement2(location("o1", 160, 5, 5), 160);
+        harness.processElement2(location("o2", 160, 5, 5), 160);
+        watermark(harness, 200);
+        triggers(harness).forEach(t -> after.add(t.toString()));
+        moved.add(harness.snapshot(2, 250));
+      }
+    }
+    assertThat(fences).as("every fence and tombstone moved once").isEqualTo(30);
+    assertThat(after).hasSize(15).allMatch(t -> t.startsWith("ENTER o2 "));
+    for (int subtask = 0; subtask < 2; subtask++) {
+      try (var harness = harness(2, subtask, backend)) {
+        harness.initializeState(moved.get(subtask));
+        harness.open();
+        FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+        assertThat(operator.movedFromPerFenceLayout()).as("nothing left in the per-fence layout").isZero();
+        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        fences -= operator.fences().index().size();
+      }
+    }
+    assertThat(fences).as("the 29 live fences, not the tombstone of f4").isEqualTo(1);
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
 
   /**
@@ -310,8 +365,13 @@ class FenceIndexOperatorTest {
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask, String backend) throws Exception {
+    return harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB), parallelism, subtask, backend);
+  }
+
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
+      FenceIndexOperator operator, int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
-        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB),
+        operator,
         (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
