@@ -47,7 +47,7 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
-import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateChangelogOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -212,7 +212,8 @@ abstract class EndToEndFixture {
   }
 
   /**
-   * Starts the job, restoring from {@code savepoint} unless it is null. A fresh job is waited for
+   * Starts the job on {@code stateBackend} ({@code rocksdb} or {@code hashmap}, with {@code -plain}
+   * for no changelog), restoring from {@code savepoint} unless it is null. A fresh job is waited for
    * until it streams ({@link #awaitEvaluated}): its first read of the table reads it as it finds it,
    * timeless, so an edit made while it reads would reach locations older than the edit.
    */
@@ -221,9 +222,16 @@ abstract class EndToEndFixture {
     if (savepoint != null) {
       config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
     }
-    config.set(StateBackendOptions.STATE_BACKEND, stateBackend);
-    config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, stateBackend.equals("rocksdb"));
+    // As the job's command sets it up: by default under the changelog; "-plain" turns it off.
+    config.set(GeofenceOptions.STATE_BACKEND, stateBackend.replace("-plain", ""));
+    if (stateBackend.endsWith("-plain")) {
+      config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
+    }
     config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
+    StateSettings.apply(config, config);
+    // Materializations every few checkpoints rather than every 10 min: checkpoints, savepoints and
+    // failovers fall while RocksDB's files are being uploaded, and restores read both parts.
+    config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, Duration.ofSeconds(2));
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
     env.enableCheckpointing(checkpointIntervalMs);

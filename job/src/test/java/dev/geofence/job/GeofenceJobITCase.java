@@ -38,7 +38,7 @@ class GeofenceJobITCase extends EndToEndFixture {
   static final String POSTGIS_URL = "GEOFENCE_POSTGIS_URL";
 
   @ParameterizedTest(name = "parallelism {0}, {1}, {2}")
-  @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, hashmap, postgis"})
+  @CsvSource({"1, hashmap, wkb", "3, rocksdb, wkb", "2, rocksdb-plain, postgis"})
   void triggersPresenceAndDeadLettersMatchTheOracle(int parallelism, String stateBackend, String column) throws Exception {
     if (column.equals("postgis")) {
       String server = System.getenv(POSTGIS_URL);

@@ -140,8 +140,9 @@ public final class GeofenceOptions {
       .withDescription("Durable checkpoint storage, e.g. file:///var/geofence/checkpoints.");
 
   public static final ConfigOption<String> STATE_BACKEND = key(StateBackendOptions.STATE_BACKEND.key()).stringType()
-      .defaultValue(StateBackendOptions.STATE_BACKEND.defaultValue())
-      .withDescription("State backend: hashmap or rocksdb (rocksdb checkpoints incrementally).");
+      .defaultValue("rocksdb")
+      .withDescription("State backend: rocksdb (incremental checkpoints, under the changelog state backend when there is a"
+          + " checkpoint directory) or hashmap (all state on the heap: for small fence sets).");
 
   public static final ConfigOption<String> FROM_SAVEPOINT = key(StateRecoveryOptions.SAVEPOINT_PATH.key()).stringType()
       .noDefaultValue()

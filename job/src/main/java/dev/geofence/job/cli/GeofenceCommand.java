@@ -15,6 +15,7 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
+import dev.geofence.job.StateSettings;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import java.io.PrintStream;
@@ -26,14 +27,12 @@ import java.util.List;
 import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
-import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.RestOptions;
-import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -210,7 +209,8 @@ public final class GeofenceCommand {
     if (parallelism != null && parallelism < 1) {
       throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.PARALLELISM.key()) + " must be at least 1");
     }
-    String backend = RUN.get(options, GeofenceOptions.STATE_BACKEND);
+    // Read to refuse a bad value in one sentence; StateSettings reads it again.
+    RUN.get(options, GeofenceOptions.STATE_BACKEND);
     // Flink reads the port from the key the flag set; read here so that a bad one fails in one sentence.
     RUN.get(options, GeofenceOptions.REST_PORT);
 
@@ -218,11 +218,7 @@ public final class GeofenceCommand {
     // job derives from it; the cluster's own configuration lies beneath, as Flink merges it.
     Configuration config = new Configuration(given);
     config.set(PipelineOptions.NAME, jobName);
-    config.set(StateBackendOptions.STATE_BACKEND, backend);
-    if (!options.contains(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)) {
-      // RocksDB uploads only what changed since the last checkpoint: a few edits, not every fence.
-      config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
-    }
+    StateSettings.apply(config, options);
     embeddedCluster(config, options, RUN.get(options, GeofenceOptions.BIND_ADDRESS));
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.enableCheckpointing(checkpointInterval.toMillis());

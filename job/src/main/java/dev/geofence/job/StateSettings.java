@@ -1,0 +1,108 @@
+package dev.geofence.job;
+
+import dev.geofence.connectors.config.GeofenceOptions;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.ConfigOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateChangelogOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.core.execution.RestoreMode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The state the job runs on where neither the command line nor the cluster's configuration says:
+ * RocksDB with incremental checkpoints, under Flink's changelog backend writing next to the
+ * checkpoints. On RocksDB a restore reads each bucket's fences in one pass from local files, and
+ * the changelog makes a checkpoint the few edits since the last one (megabytes at 1.2 M fences,
+ * where plain RocksDB uploaded a gigabyte of compacted files). Whatever the user set is kept, and
+ * only refused where it cannot work: a savepoint restored without claiming it, under the changelog.
+ *
+ * <p>Flink's changelog backend cannot restore a savepoint in {@code NO_CLAIM} mode (Flink's
+ * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under
+ * the changelog defaults to {@code LEGACY}, which leaves the savepoint to the user (the job's
+ * checkpoints refer to its files until the changelog's first materialization); {@code CLAIM} hands
+ * it over to the job, which deletes it once no checkpoint needs it.
+ */
+public final class StateSettings {
+
+  private static final Logger LOG = LoggerFactory.getLogger(StateSettings.class);
+
+  /** {@code FsStateChangelogOptions.BASE_PATH}, by key: its class is absent where the changelog is. */
+  private static final ConfigOption<String> CHANGELOG_BASE_PATH =
+      ConfigOptions.key("state.changelog.dstl.dfs.base-path").stringType().noDefaultValue();
+
+  private static final String CHANGELOG_BACKEND = "org.apache.flink.state.changelog.ChangelogStateBackend";
+  private static final String CHANGELOG_STORAGE = "org.apache.flink.changelog.fs.FsStateChangelogStorageFactory";
+
+  private StateSettings() {}
+
+  /**
+   * Sets in {@code config} (what goes to Flink) the state backend, incremental checkpoints, the
+   * changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
+   * the command line over it).
+   *
+   * @throws IllegalArgumentException for a savepoint restored in NO_CLAIM mode under the changelog
+   */
+  public static void apply(Configuration config, ReadableConfig options) {
+    String backend = options.get(GeofenceOptions.STATE_BACKEND);
+    config.set(StateBackendOptions.STATE_BACKEND, backend);
+    if (!options.getOptional(CheckpointingOptions.INCREMENTAL_CHECKPOINTS).isPresent()) {
+      config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
+    }
+    boolean changelog;
+    if (options.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG).isPresent()) {
+      changelog = options.get(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG);
+    } else {
+      changelog = defaultChangelog(config, options);
+    }
+    String savepoint = options.get(StateRecoveryOptions.SAVEPOINT_PATH);
+    if (!changelog || savepoint == null) {
+      return;
+    }
+    if (!options.getOptional(StateRecoveryOptions.RESTORE_MODE).isPresent()) {
+      config.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.LEGACY);
+      LOG.info("restoring {} in LEGACY claim mode (the changelog cannot restore a savepoint in NO_CLAIM mode):"
+          + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job", savepoint);
+    } else if (options.get(StateRecoveryOptions.RESTORE_MODE) == RestoreMode.NO_CLAIM) {
+      throw new IllegalArgumentException("option " + StateRecoveryOptions.RESTORE_MODE.key() + " NO_CLAIM cannot restore a savepoint"
+          + " under the changelog state backend: use CLAIM or LEGACY, or set " + StateChangelogOptions.ENABLE_STATE_CHANGE_LOG.key()
+          + "=false");
+    }
+  }
+
+  /** Turns the changelog on where it can work: a durable checkpoint directory and its classes. */
+  private static boolean defaultChangelog(Configuration config, ReadableConfig options) {
+    String checkpoints = options.get(CheckpointingOptions.CHECKPOINTS_DIRECTORY);
+    if (checkpoints == null) {
+      LOG.warn("no {}: the changelog state backend stays off, and checkpoints copy the whole state",
+          CheckpointingOptions.CHECKPOINTS_DIRECTORY.key());
+      return false;
+    }
+    if (!onClassPath(CHANGELOG_BACKEND) || !onClassPath(CHANGELOG_STORAGE)) {
+      LOG.warn("the changelog state backend is not on the class path (flink-statebackend-changelog, flink-dstl-dfs):"
+          + " it stays off, and checkpoints copy what changed in RocksDB's files");
+      return false;
+    }
+    config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, true);
+    if (!options.getOptional(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE).isPresent()) {
+      config.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
+    }
+    if (!options.getOptional(CHANGELOG_BASE_PATH).isPresent()) {
+      config.set(CHANGELOG_BASE_PATH, checkpoints.replaceAll("/+$", "") + "/changelog");
+    }
+    return true;
+  }
+
+  private static boolean onClassPath(String name) {
+    try {
+      Class.forName(name, false, StateSettings.class.getClassLoader());
+      return true;
+    } catch (ClassNotFoundException e) {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+package dev.geofence.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.geofence.connectors.config.GeofenceOptions;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateChangelogOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.core.execution.RestoreMode;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class StateSettingsTest {
+
+  private static final String CHECKPOINTS = "file:///var/geofence/checkpoints/";
+
+  @Test
+  void byDefaultRocksDbIncrementalUnderTheChangelogNextToTheCheckpoints() {
+    Configuration config = applied(options());
+    assertThat(config.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("rocksdb");
+    assertThat(config.get(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).isTrue();
+    assertThat(config.get(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG)).isTrue();
+    assertThat(config.get(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE)).isEqualTo("filesystem");
+    assertThat(config.toMap()).containsEntry("state.changelog.dstl.dfs.base-path", "file:///var/geofence/checkpoints/changelog");
+    assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).as("nothing restored").isEmpty();
+  }
+
+  @Test
+  void withoutACheckpointDirectoryTheChangelogStaysOff() {
+    Configuration options = options();
+    options.removeConfig(CheckpointingOptions.CHECKPOINTS_DIRECTORY);
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    Configuration config = applied(options);
+    assertThat(config.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG)).isEmpty();
+    assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
+  }
+
+  @Test
+  void whatTheUserSetIsKept() {
+    Configuration options = options();
+    options.set(GeofenceOptions.STATE_BACKEND, "hashmap");
+    options.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
+    options.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "memory");
+    options.setString("state.changelog.dstl.dfs.base-path", "s3://bucket/log");
+    Configuration config = applied(options);
+    assertThat(config.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("hashmap");
+    assertThat(config.getOptional(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).as("not overridden").isEmpty();
+    assertThat(config.getOptional(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE)).isEmpty();
+    assertThat(config.toMap()).doesNotContainKey("state.changelog.dstl.dfs.base-path");
+  }
+
+  @Test
+  void aSavepointRestoredUnderTheChangelogDefaultsToLegacyClaimMode() {
+    Configuration options = options();
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    assertThat(applied(options).get(StateRecoveryOptions.RESTORE_MODE)).isEqualTo(RestoreMode.LEGACY);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"CLAIM", "LEGACY"})
+  void aClaimModeTheChangelogCanRestoreIsKept(String mode) {
+    Configuration options = options();
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.valueOf(mode));
+    assertThat(applied(options).getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
+  }
+
+  @Test
+  void noClaimUnderTheChangelogIsRefusedInOneSentence() {
+    Configuration options = options();
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.NO_CLAIM);
+    assertThatThrownBy(() -> applied(options)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("option execution.state-recovery.claim-mode NO_CLAIM cannot restore a savepoint under the changelog state backend:"
+            + " use CLAIM or LEGACY, or set state.changelog.enabled=false");
+  }
+
+  @Test
+  void noClaimWithoutTheChangelogIsFlinksOwnDefault() {
+    Configuration options = options();
+    options.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.NO_CLAIM);
+    Configuration config = applied(options);
+    assertThat(config.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG)).isEmpty();
+    assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
+  }
+
+  private static Configuration options() {
+    Configuration options = new Configuration();
+    options.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, CHECKPOINTS);
+    return options;
+  }
+
+  /** What the job adds to the configuration it hands Flink (the user's own keys go as they are). */
+  private static Configuration applied(Configuration options) {
+    Configuration config = new Configuration();
+    StateSettings.apply(config, options);
+    return config;
+  }
+}
