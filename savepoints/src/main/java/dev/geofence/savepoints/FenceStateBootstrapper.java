@@ -4,6 +4,8 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
+import dev.geofence.job.operator.StoredFingerprint;
+import dev.geofence.job.operator.StoredPosition;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -30,8 +32,8 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   private transient FenceGeometryReader reader;
   private transient MapState<String, StoredFence> fences;
   private transient MapState<String, Long> members;
-  private transient ValueState<FenceChange> bucketStats;
-  private transient ValueState<FenceChange> streamPosition;
+  private transient ValueState<StoredFingerprint> fingerprint;
+  private transient ValueState<StoredPosition> position;
 
   FenceStateBootstrapper(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this.geometryOptions = geometryOptions;
@@ -43,8 +45,8 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
     reader = new FenceGeometryReader(geometryOptions);
     fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
-    bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
-    streamPosition = getRuntimeContext().getState(FenceIndexOperator.streamPositionStateDescriptor());
+    fingerprint = getRuntimeContext().getState(FenceIndexOperator.fingerprintStateDescriptor());
+    position = getRuntimeContext().getState(FenceIndexOperator.positionStateDescriptor());
   }
 
   @Override
@@ -69,10 +71,10 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
         return;
       }
       case BUCKET_STATS:
-        bucketStats.update(change);
+        fingerprint.update(StoredFingerprint.of(change));
         return;
       case HEARTBEAT:
-        streamPosition.update(change);
+        position.update(StoredPosition.of(change));
         return;
       default:
         throw new IllegalArgumentException("a bootstrap writes fences, fingerprints and positions, not " + change.kind);

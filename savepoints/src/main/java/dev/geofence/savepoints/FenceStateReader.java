@@ -4,6 +4,8 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
+import dev.geofence.job.operator.StoredFingerprint;
+import dev.geofence.job.operator.StoredPosition;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -28,8 +30,11 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   /** Fences as releases before the per-bucket maps kept them, one per fence key. */
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
-  private transient ValueState<FenceChange> bucketStats;
-  private transient ValueState<FenceChange> streamPosition;
+  private transient ValueState<StoredFingerprint> fingerprint;
+  private transient ValueState<StoredPosition> position;
+  /** Fingerprints and positions as releases before their own state types kept them. */
+  private transient ValueState<FenceChange> legacyBucketStats;
+  private transient ValueState<FenceChange> legacyStreamPosition;
 
   /** @param withGeometry also emit each fence's geometry and tenant (for an export) */
   FenceStateReader(int maxParallelism, boolean withGeometry) {
@@ -44,8 +49,10 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
     fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
     fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
-    bucketStats = getRuntimeContext().getState(FenceIndexOperator.bucketStatsStateDescriptor());
-    streamPosition = getRuntimeContext().getState(FenceIndexOperator.streamPositionStateDescriptor());
+    fingerprint = getRuntimeContext().getState(FenceIndexOperator.fingerprintStateDescriptor());
+    position = getRuntimeContext().getState(FenceIndexOperator.positionStateDescriptor());
+    legacyBucketStats = getRuntimeContext().getState(FenceIndexOperator.legacyBucketStatsStateDescriptor());
+    legacyStreamPosition = getRuntimeContext().getState(FenceIndexOperator.legacyStreamPositionStateDescriptor());
   }
 
   @Override
@@ -73,21 +80,23 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       }
       out.collect(entry);
     }
-    FenceChange stats = bucketStats.value();
+    FenceChange legacyStats = legacyBucketStats.value();
+    StoredFingerprint stats = legacyStats != null ? StoredFingerprint.of(legacyStats) : fingerprint.value();
     if (stats != null) {
-      FenceStateEntry entry = entry(FenceStateEntry.Kind.BUCKET_STATS, Integer.toString(stats.bucket), keyGroup);
-      entry.seq = stats.seq;
-      entry.fenceCount = stats.fenceCount;
-      entry.checksum = stats.checksum;
-      entry.lsn = stats.lsn;
-      entry.commitTime = stats.commitTime;
+      FenceStateEntry entry = entry(FenceStateEntry.Kind.BUCKET_STATS, Integer.toString(stats.bucket()), keyGroup);
+      entry.seq = stats.version();
+      entry.fenceCount = stats.fenceCount();
+      entry.checksum = stats.checksum();
+      entry.lsn = stats.lsn();
+      entry.commitTime = stats.commitTime();
       out.collect(entry);
     }
-    FenceChange position = streamPosition.value();
+    FenceChange legacyPosition = legacyStreamPosition.value();
+    StoredPosition position = legacyPosition != null ? StoredPosition.of(legacyPosition) : this.position.value();
     if (position != null) {
       FenceStateEntry entry = entry(FenceStateEntry.Kind.STREAM_POSITION, Integer.toString(keyGroup), keyGroup);
-      entry.lsn = position.lsn;
-      entry.commitTime = position.commitTime;
+      entry.lsn = position.lsn();
+      entry.commitTime = position.commitTime();
       out.collect(entry);
     }
   }

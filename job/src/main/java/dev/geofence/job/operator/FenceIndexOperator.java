@@ -98,8 +98,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private static final String FENCE_STATE = "fence";
   private static final String FENCES_STATE = "fences";
   private static final String MEMBERS_STATE = "members";
-  private static final String BUCKET_STATS_STATE = "bucket-stats";
-  private static final String STREAM_POSITION_STATE = "stream-position";
+  private static final String FINGERPRINT_STATE = "bucket-fingerprint";
+  private static final String POSITION_STATE = "stream-at";
+  private static final String LEGACY_BUCKET_STATS_STATE = "bucket-stats";
+  private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
 
   /**
@@ -124,14 +126,27 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG);
   }
 
-  /** Each bucket's fingerprint as the stream delivered it (its version in {@code seq}). */
-  public static ValueStateDescriptor<FenceChange> bucketStatsStateDescriptor() {
-    return new ValueStateDescriptor<>(BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class));
+  /** Each bucket's fingerprint as the stream delivered it. */
+  public static ValueStateDescriptor<StoredFingerprint> fingerprintStateDescriptor() {
+    return new ValueStateDescriptor<>(FINGERPRINT_STATE, StoredStateSerializers.FingerprintSerializer.INSTANCE);
   }
 
   /** Each key group's last heartbeat: how far the stream had been read. */
-  public static ValueStateDescriptor<FenceChange> streamPositionStateDescriptor() {
-    return new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
+  public static ValueStateDescriptor<StoredPosition> positionStateDescriptor() {
+    return new ValueStateDescriptor<>(POSITION_STATE, StoredStateSerializers.PositionSerializer.INSTANCE);
+  }
+
+  /**
+   * {@link #fingerprintStateDescriptor()} and {@link #positionStateDescriptor()} as releases
+   * before them kept them, as the stream's records: read on restore and moved into them.
+   */
+  public static ValueStateDescriptor<FenceChange> legacyBucketStatsStateDescriptor() {
+    return new ValueStateDescriptor<>(LEGACY_BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class));
+  }
+
+  /** See {@link #legacyBucketStatsStateDescriptor()}. */
+  public static ValueStateDescriptor<FenceChange> legacyStreamPositionStateDescriptor() {
+    return new ValueStateDescriptor<>(LEGACY_STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
   }
 
   private static ListStateDescriptor<FenceChange> pendingEditsStateDescriptor() {
@@ -162,6 +177,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
   private boolean perFenceLayout;
+  private boolean perRecordLayout;
   private transient int movedFromPerFenceLayout;
 
   private transient ValueState<StoredFence> fenceState;
@@ -170,8 +186,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ListState<FenceChange> pendingEditsState;
   private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
-  private transient ValueState<FenceChange> bucketStatsState;
-  private transient ValueState<FenceChange> streamPositionState;
+  private transient ValueState<StoredFingerprint> fingerprintState;
+  private transient ValueState<StoredPosition> positionState;
+  private transient ValueState<FenceChange> legacyBucketStatsState;
+  private transient ValueState<FenceChange> legacyStreamPositionState;
   private transient ListState<String> untrustedState;
 
   private transient FenceSet fences;
@@ -233,8 +251,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     pendingEditsState = context.getKeyedStateStore().getListState(pendingEditsStateDescriptor());
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
-    bucketStatsState = context.getKeyedStateStore().getState(bucketStatsStateDescriptor());
-    streamPositionState = context.getKeyedStateStore().getState(streamPositionStateDescriptor());
+    fingerprintState = context.getKeyedStateStore().getState(fingerprintStateDescriptor());
+    positionState = context.getKeyedStateStore().getState(positionStateDescriptor());
+    legacyBucketStatsState = context.getKeyedStateStore().getState(legacyBucketStatsStateDescriptor());
+    legacyStreamPositionState = context.getKeyedStateStore().getState(legacyStreamPositionStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
 
@@ -363,19 +383,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         readiness.fingerprints().add(edit.fenceId(), edit.seq());
       }
     }
+    moveLegacyRecords(backend);
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        bucketStatsStateDescriptor(),
-        (FenceKey key, ValueState<FenceChange> state) -> {
-          FenceChange stats = state.value();
-          readiness.fingerprints().expect(stats.bucket, stats.fenceCount, stats.checksum, stats.seq);
-          readiness.versions().known(stats.bucket, stats.seq);
-          readiness.streamed(stats.lsn, stats.commitTime);
+        fingerprintStateDescriptor(),
+        (FenceKey key, ValueState<StoredFingerprint> state) -> {
+          StoredFingerprint stats = state.value();
+          readiness.fingerprints().expect(stats.bucket(), stats.fenceCount(), stats.checksum(), stats.version());
+          readiness.versions().known(stats.bucket(), stats.version());
+          readiness.streamed(stats.lsn(), stats.commitTime());
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        streamPositionStateDescriptor(),
-        (FenceKey key, ValueState<FenceChange> state) -> readiness.streamed(state.value().lsn, state.value().commitTime));
+        positionStateDescriptor(),
+        (FenceKey key, ValueState<StoredPosition> state) -> readiness.streamed(state.value().lsn(), state.value().commitTime()));
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         membersStateDescriptor(),
@@ -461,6 +482,29 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   // ---- recovery: the gap check, rebuilds, retries ------------------------------------------------
+
+  /**
+   * Moves fingerprints and stream positions that releases before their own state types kept as the
+   * stream's records into those types (once; the next checkpoint carries the move).
+   */
+  private void moveLegacyRecords(KeyedStateBackend<FenceKey> backend) throws Exception {
+    Map<FenceKey, FenceChange> legacy = new HashMap<>();
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyBucketStatsStateDescriptor(),
+        (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyStreamPositionStateDescriptor(),
+        (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
+    for (Map.Entry<FenceKey, FenceChange> record : legacy.entrySet()) {
+      setCurrentKey(record.getKey());
+      FenceChange change = record.getValue();
+      if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+        legacyBucketStatsState.clear();
+        fingerprintState.update(StoredFingerprint.of(change));
+      } else {
+        legacyStreamPositionState.clear();
+        positionState.update(StoredPosition.of(change));
+      }
+    }
+  }
 
   /**
    * Starts what stands between this subtask and a trusted index, if anything does and nothing is
@@ -626,7 +670,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
-      streamPositionState.update(change);
+      if (perRecordLayout) {
+        legacyStreamPositionState.update(change);
+      } else {
+        positionState.update(StoredPosition.of(change));
+      }
     } else if (change.kind == FenceChange.Kind.FENCE || change.kind == FenceChange.Kind.BUCKET_STATS) {
       receive(change);
     }
@@ -668,7 +716,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
-          bucketStatsState.update(change);
+          if (perRecordLayout) {
+            legacyBucketStatsState.update(change);
+          } else {
+            fingerprintState.update(StoredFingerprint.of(change));
+          }
         }
         continue;
       }
@@ -895,9 +947,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   // ---- for tests -----------------------------------------------------------------------------------
 
-  /** This operator stores fences one per fence key, as releases before the per-bucket maps did. */
-  FenceIndexOperator writingPerFenceLayout() {
+  /**
+   * This operator stores its state as releases before the per-bucket maps and the state's own
+   * record types did: fences one per fence key, fingerprints and positions as the stream's records.
+   */
+  FenceIndexOperator writingPreviousLayout() {
     perFenceLayout = true;
+    perRecordLayout = true;
     return this;
   }
 

@@ -256,9 +256,9 @@ class FenceIndexOperatorTest {
 
   @ParameterizedTest
   @ValueSource(strings = {"hashmap", "rocksdb"})
-  void aSavepointOfThePerFenceLayoutIsRestoredAtAnotherParallelismAndMovedIntoBucketMaps(String backend) throws Exception {
+  void aSavepointOfThePreviousLayoutIsRestoredAtAnotherParallelismAndMovedIntoTheNewOne(String backend) throws Exception {
     OperatorSubtaskState snapshot;
-    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writingPerFenceLayout(),
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writingPreviousLayout(),
         1, 0, backend)) {
       harness.open();
       Source source = new Source(harness);
