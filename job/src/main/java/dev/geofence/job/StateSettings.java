@@ -18,14 +18,15 @@ import org.slf4j.LoggerFactory;
  * RocksDB with incremental checkpoints, under Flink's changelog backend writing next to the
  * checkpoints. On RocksDB a restore reads each bucket's fences in one pass from local files, and
  * the changelog makes a checkpoint the few edits since the last one (megabytes at 1.2 M fences,
- * where plain RocksDB uploaded a gigabyte of compacted files). Whatever the user set is kept, and
- * only refused where it cannot work: a savepoint restored without claiming it, under the changelog.
+ * where plain RocksDB uploaded a gigabyte of compacted files). Whatever the user set is kept, but
+ * for the one claim mode that cannot work.
  *
  * <p>Flink's changelog backend cannot restore a savepoint in {@code NO_CLAIM} mode (Flink's
  * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under
- * the changelog defaults to {@code LEGACY}, which leaves the savepoint to the user (the job's
- * checkpoints refer to its files until the changelog's first materialization); {@code CLAIM} hands
- * it over to the job, which deletes it once no checkpoint needs it.
+ * the changelog in NO_CLAIM mode, or in none, runs in {@code LEGACY} mode, which leaves the
+ * savepoint to the user too (the job's checkpoints refer to its files until the changelog's first
+ * materialization); {@code CLAIM} hands it over to the job, which deletes it once no checkpoint
+ * needs it.
  */
 public final class StateSettings {
 
@@ -45,7 +46,6 @@ public final class StateSettings {
    * changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
    * the command line over it).
    *
-   * @throws IllegalArgumentException for a savepoint restored in NO_CLAIM mode under the changelog
    */
   public static void apply(Configuration config, ReadableConfig options) {
     String backend = options.get(GeofenceOptions.STATE_BACKEND);
@@ -63,14 +63,14 @@ public final class StateSettings {
     if (!changelog || savepoint == null) {
       return;
     }
-    if (!options.getOptional(StateRecoveryOptions.RESTORE_MODE).isPresent()) {
+    RestoreMode mode = options.getOptional(StateRecoveryOptions.RESTORE_MODE).orElse(null);
+    if (mode == null || mode == RestoreMode.NO_CLAIM) {
+      // flink run -s always passes a claim mode, NO_CLAIM unless told otherwise: it cannot be told
+      // from a choice, and it would fail the first checkpoint. LEGACY also leaves the savepoint be.
       config.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.LEGACY);
-      LOG.info("restoring {} in LEGACY claim mode (the changelog cannot restore a savepoint in NO_CLAIM mode):"
-          + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job", savepoint);
-    } else if (options.get(StateRecoveryOptions.RESTORE_MODE) == RestoreMode.NO_CLAIM) {
-      throw new IllegalArgumentException("option " + StateRecoveryOptions.RESTORE_MODE.key() + " NO_CLAIM cannot restore a savepoint"
-          + " under the changelog state backend: use CLAIM or LEGACY, or set " + StateChangelogOptions.ENABLE_STATE_CHANGE_LOG.key()
-          + "=false");
+      LOG.info("restoring {} in LEGACY claim mode{}: the changelog state backend cannot restore in NO_CLAIM mode;"
+          + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job",
+          savepoint, mode == null ? "" : " instead of NO_CLAIM");
     }
   }
 

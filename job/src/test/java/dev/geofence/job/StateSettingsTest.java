@@ -1,7 +1,6 @@
 package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.geofence.connectors.config.GeofenceOptions;
 import org.apache.flink.configuration.CheckpointingOptions;
@@ -70,13 +69,12 @@ class StateSettingsTest {
   }
 
   @Test
-  void noClaimUnderTheChangelogIsRefusedInOneSentence() {
+  void noClaimUnderTheChangelogBecomesLegacy() {
+    // What flink run -s passes when it is not told a claim mode.
     Configuration options = options();
     options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
     options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.NO_CLAIM);
-    assertThatThrownBy(() -> applied(options)).isInstanceOf(IllegalArgumentException.class)
-        .hasMessage("option execution.state-recovery.claim-mode NO_CLAIM cannot restore a savepoint under the changelog state backend:"
-            + " use CLAIM or LEGACY, or set state.changelog.enabled=false");
+    assertThat(applied(options).get(StateRecoveryOptions.RESTORE_MODE)).isEqualTo(RestoreMode.LEGACY);
   }
 
   @Test
