@@ -121,6 +121,7 @@ class FirstContactITCase {
     assertThat(inspect.status).as(inspect.out + inspect.err).isZero();
     assertThat(inspect.err).as("stderr of inspect").doesNotContain("SLF4J", " WARN ", " INFO ");
     assertThat(inspect.out).containsPattern("(?m)^fences +[1-9][0-9,]* live, ");
+    damagedCopiesAreRefusedInOneSentence(user, savepoint, REPO.resolve(demo), REPO.resolve(tools));
 
     // Second run in the same directory: existing data, tables and slot; restored from the savepoint.
     Running second = user.start(List.of("java", "-Djava.io.tmpdir=" + tmp, "-jar", REPO.resolve(demo).toString(), "demo"), demoArgs);
@@ -158,6 +159,50 @@ class FirstContactITCase {
   }
 
   /** Field 5 of /proc/PID/stat (after the parenthesised command name, which may hold spaces). */
+  /**
+   * Copies of the savepoint with its metadata cut short, and with its largest state file cut
+   * short: {@code run --from-savepoint} refuses each before any job or database, and {@code
+   * inspect} says the same, in one sentence naming the file.
+   */
+  private void damagedCopiesAreRefusedInOneSentence(User user, Path savepoint, Path jobJar, Path toolsJar) throws Exception {
+    Path metadataCut = copy(savepoint, temp.resolve("damaged-metadata"));
+    Path metadata = metadataCut.resolve("_metadata");
+    Files.write(metadata, Arrays.copyOf(Files.readAllBytes(metadata), (int) Files.size(metadata) / 2));
+    Path stateCut = copy(savepoint, temp.resolve("damaged-state"));
+    Path largest;
+    try (Stream<Path> files = Files.list(stateCut)) {
+      largest = files.filter(f -> !f.getFileName().toString().equals("_metadata"))
+          .max((a, b) -> Long.compare(a.toFile().length(), b.toFile().length())).orElseThrow();
+    }
+    long length = Files.size(largest);
+    Files.write(largest, Arrays.copyOf(Files.readAllBytes(largest), (int) length - 1));
+    String[][] cases = {
+      {metadataCut.toString(), "savepoint " + metadataCut + " cannot be read (", ""},
+      {stateCut.toString(), "savepoint " + stateCut + " cannot be read: its state file ",
+          largest.getFileName() + " is " + (length - 1) + " bytes where the savepoint wrote " + length},
+    };
+    for (String[] c : cases) {
+      Result run = user.run(List.of("java", "-jar", jobJar.toString(), "run", "--source-url", "jdbc:postgresql://127.0.0.1:" + freePort() + "/none",
+          "--source-user", "nobody", "--locations", "file:" + temp.resolve("no-inbox"), "--from-savepoint", c[0]));
+      assertThat(run.status).as(run.out + run.err).isEqualTo(2);
+      assertThat(run.err.strip()).as("one line on stderr").startsWith("geofence: " + c[1]).contains(c[2]).doesNotContain("\n");
+      Result inspect = user.run(List.of("java", "-jar", toolsJar.toString(), "inspect", c[0]));
+      assertThat(inspect.status).as(inspect.out + inspect.err).isEqualTo(2);
+      assertThat(inspect.err.strip()).as("one line on stderr").startsWith("geofence-savepoints: " + c[1]).contains(c[2])
+          .doesNotContain("\n");
+    }
+  }
+
+  private static Path copy(Path directory, Path to) throws IOException {
+    Files.createDirectories(to);
+    try (Stream<Path> files = Files.list(directory)) {
+      for (Path f : files.toList()) {
+        Files.copy(f, to.resolve(f.getFileName()));
+      }
+    }
+    return to;
+  }
+
   private static long processGroup(long pid) throws IOException {
     String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
     return Long.parseLong(stat.substring(stat.lastIndexOf(')') + 2).split(" ")[2]);

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.SavepointFiles;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
@@ -22,7 +23,6 @@ import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
 import org.apache.flink.state.api.OperatorIdentifier;
 import org.apache.flink.state.api.SavepointReader;
-import org.apache.flink.state.api.runtime.SavepointLoader;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 
@@ -81,7 +81,7 @@ public final class SavepointInspection {
       PrintStream progress) throws Exception {
     boolean withGeometry = sink != null;
     OperatorID fenceIndex = OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID).getOperatorId();
-    OperatorState operator = SavepointLoader.loadSavepointMetadata(path).getOperatorStates().stream()
+    OperatorState operator = SavepointFiles.check(path).getOperatorStates().stream()
         .filter(o -> o.getOperatorID().equals(fenceIndex)).findFirst()
         .orElseThrow(() -> new IllegalArgumentException("the savepoint at " + path + " holds no fence index (uid "
             + GeofenceJob.FENCE_INDEX_UID + "): is it a savepoint of this job?"));

@@ -15,6 +15,7 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
+import dev.geofence.job.SavepointFiles;
 import dev.geofence.job.StateSettings;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
@@ -213,6 +214,12 @@ public final class GeofenceCommand {
     RUN.get(options, GeofenceOptions.STATE_BACKEND);
     // Flink reads the port from the key the flag set; read here so that a bad one fails in one sentence.
     RUN.get(options, GeofenceOptions.REST_PORT);
+
+    // A damaged savepoint is refused here, in one sentence: Flink would fail its restore at every attempt.
+    String savepoint = RUN.get(options, GeofenceOptions.FROM_SAVEPOINT);
+    if (savepoint != null) {
+      SavepointFiles.check(savepoint);
+    }
 
     // What the command line set goes to Flink as it is (its -D keys of Flink's too), with what the
     // job derives from it; the cluster's own configuration lies beneath, as Flink merges it.

@@ -1,0 +1,112 @@
+package dev.geofence.job;
+
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.flink.core.fs.FileStatus;
+import org.apache.flink.core.fs.FileSystem;
+import org.apache.flink.runtime.checkpoint.Checkpoints;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
+import org.apache.flink.runtime.state.CompletedCheckpointStorageLocation;
+import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
+import org.apache.flink.runtime.state.KeyGroupsStateHandle;
+import org.apache.flink.runtime.state.KeyedStateHandle;
+import org.apache.flink.runtime.state.OperatorStateHandle;
+import org.apache.flink.runtime.state.StreamStateHandle;
+import org.apache.flink.runtime.state.filesystem.AbstractFsCheckpointStorageAccess;
+import org.apache.flink.runtime.state.filesystem.FileStateHandle;
+
+/**
+ * Reads a savepoint's (or retained checkpoint's) metadata and checks that every state file it
+ * names is there at the length it names, before a job is given it: a missing, truncated or foreign
+ * savepoint is refused in one sentence naming the file, where Flink would start the job and fail
+ * its restore again at every attempt. The state files' contents are Flink's to check on restore.
+ */
+public final class SavepointFiles {
+
+  private SavepointFiles() {}
+
+  /**
+   * The savepoint's metadata, its files checked.
+   *
+   * @throws IllegalArgumentException if the metadata or a state file cannot be read, or a state
+   *     file's length is not the one the metadata gives
+   */
+  public static CheckpointMetadata check(String savepoint) {
+    CheckpointMetadata metadata;
+    try {
+      CompletedCheckpointStorageLocation location = AbstractFsCheckpointStorageAccess.resolveCheckpointPointer(savepoint);
+      try (DataInputStream in = new DataInputStream(location.getMetadataHandle().openInputStream())) {
+        metadata = Checkpoints.loadCheckpointMetadata(in, SavepointFiles.class.getClassLoader(), location.getExternalPointer());
+      }
+    } catch (EOFException e) {
+      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (its metadata file ends early: cut short?)");
+    } catch (IOException | RuntimeException e) {
+      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (" + reason(e) + ")");
+    }
+    for (FileStateHandle file : files(metadata)) {
+      long length;
+      try {
+        FileStatus status = FileSystem.get(file.getFilePath().toUri()).getFileStatus(file.getFilePath());
+        length = status.getLen();
+      } catch (IOException e) {
+        throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read: its state file " + file.getFilePath()
+            + " is missing (" + reason(e) + ")");
+      }
+      if (length != file.getStateSize()) {
+        throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read: its state file " + file.getFilePath()
+            + " is " + length + " bytes where the savepoint wrote " + file.getStateSize());
+      }
+    }
+    return metadata;
+  }
+
+  private static String reason(Exception e) {
+    return e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+  }
+
+  /** The files the state handles of a canonical or native savepoint refer to. */
+  private static List<FileStateHandle> files(CheckpointMetadata metadata) {
+    List<FileStateHandle> files = new ArrayList<>();
+    for (OperatorState operator : metadata.getOperatorStates()) {
+      for (OperatorSubtaskState subtask : operator.getSubtaskStates().values()) {
+        for (KeyedStateHandle keyed : subtask.getManagedKeyedState()) {
+          keyed(keyed, files);
+        }
+        for (KeyedStateHandle keyed : subtask.getRawKeyedState()) {
+          keyed(keyed, files);
+        }
+        for (OperatorStateHandle state : subtask.getManagedOperatorState()) {
+          stream(state.getDelegateStateHandle(), files);
+        }
+        for (OperatorStateHandle state : subtask.getRawOperatorState()) {
+          stream(state.getDelegateStateHandle(), files);
+        }
+      }
+      if (operator.getCoordinatorState() != null) {
+        stream(operator.getCoordinatorState(), files);
+      }
+    }
+    return files;
+  }
+
+  private static void keyed(KeyedStateHandle handle, List<FileStateHandle> files) {
+    if (handle instanceof KeyGroupsStateHandle groups) {
+      stream(groups.getDelegateStateHandle(), files);
+    } else if (handle instanceof IncrementalRemoteKeyedStateHandle incremental) {
+      stream(incremental.getMetaDataStateHandle(), files);
+      incremental.getSharedState().forEach(h -> stream(h.getHandle(), files));
+      incremental.getPrivateState().forEach(h -> stream(h.getHandle(), files));
+    }
+  }
+
+  private static void stream(StreamStateHandle handle, List<FileStateHandle> files) {
+    if (handle instanceof FileStateHandle file) {
+      files.add(file);
+    }
+  }
+}
