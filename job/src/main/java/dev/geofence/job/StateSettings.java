@@ -1,6 +1,7 @@
 package dev.geofence.job;
 
 import dev.geofence.connectors.config.GeofenceOptions;
+import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
@@ -14,9 +15,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The state the job runs on where neither the command line nor the cluster's configuration says:
- * RocksDB with incremental checkpoints, under Flink's changelog backend writing next to the
- * checkpoints. On RocksDB a restore reads each bucket's fences in one pass from local files, and
+ * The state and checkpointing the job runs on where neither the command line nor the cluster's
+ * configuration says: RocksDB with incremental checkpoints, under Flink's changelog backend
+ * writing next to the checkpoints, and checkpoint failures tolerated for about ten minutes. On RocksDB a restore reads each bucket's fences in one pass from local files, and
  * the changelog makes a checkpoint the few edits since the last one (megabytes at 1.2 M fences,
  * where plain RocksDB uploaded a gigabyte of compacted files). Whatever the user set is kept, but
  * for the one claim mode that cannot work.
@@ -36,6 +37,9 @@ public final class StateSettings {
   private static final ConfigOption<String> CHANGELOG_BASE_PATH =
       ConfigOptions.key("state.changelog.dstl.dfs.base-path").stringType().noDefaultValue();
 
+  /** How long checkpoints may keep failing before the job fails over. */
+  static final Duration TOLERATED_OUTAGE = Duration.ofMinutes(10);
+
   private static final String CHANGELOG_BACKEND = "org.apache.flink.state.changelog.ChangelogStateBackend";
   private static final String CHANGELOG_STORAGE = "org.apache.flink.changelog.fs.FsStateChangelogStorageFactory";
 
@@ -43,7 +47,7 @@ public final class StateSettings {
 
   /**
    * Sets in {@code config} (what goes to Flink) the state backend, incremental checkpoints, the
-   * changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
+   * tolerated checkpoint failures, the changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
    * the command line over it).
    *
    */
@@ -52,6 +56,9 @@ public final class StateSettings {
     config.set(StateBackendOptions.STATE_BACKEND, backend);
     if (!options.getOptional(CheckpointingOptions.INCREMENTAL_CHECKPOINTS).isPresent()) {
       config.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
+    }
+    if (!options.getOptional(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER).isPresent()) {
+      config.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, tolerableFailures(options.get(GeofenceOptions.CHECKPOINT_INTERVAL)));
     }
     boolean changelog;
     if (options.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG).isPresent()) {
@@ -72,6 +79,16 @@ public final class StateSettings {
           + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job",
           savepoint, mode == null ? "" : " instead of NO_CLAIM");
     }
+  }
+
+  /**
+   * The failed checkpoints in a row tolerated before the job fails over: about {@link
+   * #TOLERATED_OUTAGE} of them. Flink's default, none, fails the job over at the first, which
+   * cannot mend an unreachable checkpoint store and stops evaluating until it is back; a job that
+   * goes on meanwhile only has more to replay should it fail.
+   */
+  static int tolerableFailures(Duration interval) {
+    return (int) Math.max(3, TOLERATED_OUTAGE.toMillis() / Math.max(1, interval.toMillis()));
   }
 
   /** Turns the changelog on where it can work: a durable checkpoint directory and its classes. */

@@ -703,6 +703,13 @@ abstract class EndToEndFixture {
     return -1;
   }
 
+  /** The job's checkpoint counts (completed, failed, ...) as Flink's REST API reports them. */
+  static JsonNode checkpointCounts(JobClient job) throws Exception {
+    Configuration client = FLINK.getClientConfiguration();
+    String url = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID() + "/checkpoints";
+    return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url)).path("counts");
+  }
+
   private static String get(HttpClient http, String url) throws Exception {
     return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
   }

@@ -3,6 +3,7 @@ package dev.geofence.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.config.GeofenceOptions;
+import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -26,6 +27,16 @@ class StateSettingsTest {
     assertThat(config.get(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE)).isEqualTo("filesystem");
     assertThat(config.toMap()).containsEntry("state.changelog.dstl.dfs.base-path", "file:///var/geofence/checkpoints/changelog");
     assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).as("nothing restored").isEmpty();
+    assertThat(config.get(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER)).as("10 min at 10 s").isEqualTo(60);
+  }
+
+  @Test
+  void checkpointFailuresAreToleratedForTenMinutesOrAsTheUserSays() {
+    assertThat(StateSettings.tolerableFailures(Duration.ofSeconds(1))).isEqualTo(600);
+    assertThat(StateSettings.tolerableFailures(Duration.ofMinutes(10))).isEqualTo(3);
+    Configuration options = options();
+    options.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, 0);
+    assertThat(applied(options).getOptional(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER)).isEmpty();
   }
 
   @Test
