@@ -105,6 +105,12 @@ public final class StateSettings {
       return false;
     }
     config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, true);
+    if (!options.getOptional(StateChangelogOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED).isPresent()) {
+      // A materialization that cannot upload fails the task once this many have failed: no
+      // sooner than the checkpoints' tolerance.
+      config.set(StateChangelogOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED,
+          tolerableFailures(options.get(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL)));
+    }
     if (!options.getOptional(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE).isPresent()) {
       config.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
     }

@@ -133,6 +133,8 @@ abstract class EndToEndFixture {
   FenceTableColumns columns = FenceTableColumns.defaults();
   /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
   String sourceUrl;
+  /** Where the job writes its outputs, when not to {@link #url} (through a proxy that can cut it). */
+  String sinkUrl;
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 
@@ -228,10 +230,10 @@ abstract class EndToEndFixture {
       config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
     }
     config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
-    StateSettings.apply(config, config);
     // Materializations every few checkpoints rather than every 10 min: checkpoints, savepoints and
     // failovers fall while RocksDB's files are being uploaded, and restores read both parts.
     config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, Duration.ofSeconds(2));
+    StateSettings.apply(config, config);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
     env.enableCheckpointing(checkpointIntervalMs);
@@ -239,7 +241,9 @@ abstract class EndToEndFixture {
         .url(sourceUrl == null ? url : sourceUrl).username(user).password(password).slotName(slot).columns(columns)
         .heartbeatInterval(Duration.ofMillis(300)).build();
     JdbcConnectionOptions sink = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .withUrl(url).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
+        .withUrl(sinkUrl == null ? url : sinkUrl).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
+    JdbcConnectionOptions sourceDatabase = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .withUrl(source.jdbcUrl()).withUsername(user).withPassword(password).withDriverName("org.postgresql.Driver").build();
     JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(1000).withBatchIntervalMs(200).build();
     GeofenceJob.Endpoints endpoints =
         new GeofenceJob.Endpoints(
@@ -248,7 +252,7 @@ abstract class EndToEndFixture {
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(),
                 GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
-            JdbcOutputs.heartbeats(sink, FenceSource.heartbeatSql(columns)), Duration.ofMillis(300),
+            JdbcOutputs.heartbeats(sourceDatabase, FenceSource.heartbeatSql(columns)), Duration.ofMillis(300),
             source);
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);

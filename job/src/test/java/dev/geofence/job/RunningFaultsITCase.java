@@ -15,6 +15,39 @@ import org.junit.jupiter.api.Test;
 class RunningFaultsITCase extends EndToEndFixture {
 
   /**
+   * The output database is cut off (a TCP proxy between the job and its sinks, the source's own
+   * connection untouched) while objects move and fences change: the sinks retry, the job fails
+   * over and restarts from its checkpoint until the database is back, and then every trigger is
+   * written once, presence is exact, and nothing was lost.
+   */
+  @Test
+  void theOutputDatabaseDownForAWhileLosesAndDoublesNothing() throws Exception {
+    database("geofence_sink_outage", 29);
+    try (TcpProxy proxy = new TcpProxy("localhost", postgres.getPort())) {
+      sinkUrl = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/geofence_sink_outage";
+      placeFences(0, 30);
+      JobClient job = start(2, "rocksdb");
+      moveObjects();
+      assertTriggersAsOracle();
+
+      proxy.down();
+      placeFences(0, 10);
+      deleteFences(10, 13);
+      moveObjects();
+      Waiting.until("the job to fail over on the unreachable output database", PATIENCE,
+          () -> WarmStartITCase.failuresMentioning(job, "Connection") >= 1);
+      proxy.up();
+      moveObjects();
+      assertTriggersAsOracle();
+      assertPresenceAsOracle();
+      assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
+          .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
+      threeWayCheck("sink-outage", 20_000);
+      assertWarmUps(job, 2, "fresh");
+    }
+  }
+
+  /**
    * The checkpoint directory is replaced by a file for a while (permissions would not stop root):
    * checkpoints fail and are counted, the job never fails over and keeps evaluating, and
    * checkpoints complete again once the directory is back.

@@ -28,6 +28,7 @@ class StateSettingsTest {
     assertThat(config.toMap()).containsEntry("state.changelog.dstl.dfs.base-path", "file:///var/geofence/checkpoints/changelog");
     assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).as("nothing restored").isEmpty();
     assertThat(config.get(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER)).as("10 min at 10 s").isEqualTo(60);
+    assertThat(config.get(StateChangelogOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED)).as("10 min at 10 min").isEqualTo(3);
   }
 
   @Test

@@ -293,7 +293,7 @@ class WarmStartITCase extends EndToEndFixture {
   }
 
   /** How many of the job's failures in Flink's exception history mention {@code text}. */
-  private static long failuresMentioning(JobClient job, String text) throws Exception {
+  static long failuresMentioning(JobClient job, String text) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     URI exceptions = URI.create("http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT)
         + "/jobs/" + job.getJobID() + "/exceptions?maxExceptions=20");
