@@ -31,6 +31,7 @@ class RunningFaultsITCase extends EndToEndFixture {
       assertTriggersAsOracle();
 
       proxy.down();
+      awaitClockPastLocations();
       placeFences(0, 10);
       deleteFences(10, 13);
       moveObjects();
@@ -68,6 +69,7 @@ class RunningFaultsITCase extends EndToEndFixture {
     long failedBefore = checkpointCounts(job).path("failed").asLong();
     Waiting.until("checkpoints to fail while the directory is gone", PATIENCE,
         () -> checkpointCounts(job).path("failed").asLong() - failedBefore, n -> n >= 3);
+    awaitClockPastLocations();
     placeFences(0, 10);
     moveObjects();
     assertTriggersAsOracle();
