@@ -124,7 +124,7 @@ public final class GeofenceJob {
     }
     SingleOutputStreamOperator<Location> locations = lines
         .uid(LOCATION_SOURCE_UID)
-        .process(new ParseLocations())
+        .process(new ParseLocations(settings.timePolicy()))
         .uid(PARSE_LOCATIONS_UID)
         .name("Parse locations");
     DataStream<Location> timed = locations.assignTimestampsAndWatermarks(

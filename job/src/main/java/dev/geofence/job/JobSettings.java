@@ -2,6 +2,7 @@ package dev.geofence.job;
 
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.Objects;
@@ -15,6 +16,7 @@ public final class JobSettings implements Serializable {
   private final GeometryFormat geometryFormat;
   private final Duration locationOutOfOrderness;
   private final Duration locationIdleness;
+  private final LocationTimePolicy timePolicy;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -27,6 +29,7 @@ public final class JobSettings implements Serializable {
     }
     this.locationOutOfOrderness = b.locationOutOfOrderness;
     this.locationIdleness = b.locationIdleness;
+    this.timePolicy = Objects.requireNonNull(b.timePolicy);
   }
 
   public static JobSettings defaults() {
@@ -55,12 +58,18 @@ public final class JobSettings implements Serializable {
     return locationIdleness;
   }
 
+  /** Which locations event time admits: allowed lateness and maximum clock skew. */
+  public LocationTimePolicy timePolicy() {
+    return timePolicy;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
     private GeometryFormat geometryFormat = GeometryFormat.WKB;
     private Duration locationOutOfOrderness = Duration.ofSeconds(1);
     private Duration locationIdleness = Duration.ofSeconds(5);
+    private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
 
     private Builder() {}
 
@@ -81,6 +90,11 @@ public final class JobSettings implements Serializable {
 
     public Builder locationIdleness(Duration locationIdleness) {
       this.locationIdleness = locationIdleness;
+      return this;
+    }
+
+    public Builder timePolicy(LocationTimePolicy timePolicy) {
+      this.timePolicy = timePolicy;
       return this;
     }
 
