@@ -5,6 +5,7 @@ import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
@@ -13,12 +14,16 @@ import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.EditOutcome;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.time.FenceHistory;
+import dev.geofence.state.time.LocationTimePolicy;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collections;
@@ -35,6 +40,7 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
@@ -44,7 +50,10 @@ import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.InternalTimerService;
 import org.apache.flink.streaming.api.operators.StreamTaskStateInitializer;
+import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -80,7 +89,7 @@ import org.slf4j.LoggerFactory;
  * repaired geometry is used and reported as a warning.
  */
 public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTrigger>
-    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger> {
+    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger>, Triggerable<FenceKey, VoidNamespace> {
 
   private static final long serialVersionUID = 1L;
 
@@ -88,7 +97,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public static final OutputTag<HydrationEpisode> HYDRATION_EPISODES =
       new OutputTag<>("hydration-episodes", TypeInformation.of(HydrationEpisode.class));
 
-  /** Dead letters of fence edits this operator could not use as they were. */
+  /** Dead letters of fence edits this operator could not use as they were, and of locations time refused. */
   public static final OutputTag<DeadLetter> DEAD_LETTERS =
       new OutputTag<>("fence-dead-letters", TypeInformation.of(DeadLetter.class));
 
@@ -97,6 +106,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private static final String BUCKET_STATS_STATE = "bucket-stats";
   private static final String STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
+  private static final String HISTORY_STATE = "fence-history";
 
   /** Each fence's stored version; the savepoint tools read and write it with the same descriptor. */
   public static ValueStateDescriptor<StoredFence> fenceStateDescriptor() {
@@ -118,6 +128,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new ValueStateDescriptor<>(STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
   }
 
+  /** Each fence's versions superseded within the allowed lateness, by the time each ended ({@link FenceHistory}). */
+  private static MapStateDescriptor<Long, StoredFence> historyStateDescriptor() {
+    return new MapStateDescriptor<>(HISTORY_STATE, LongSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
+  }
+
   private static ListStateDescriptor<FenceChange> pendingEditsStateDescriptor() {
     return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
   }
@@ -131,6 +146,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** How often the task thread takes what the recovery thread has for it, while it works. */
   static final long RECOVERY_POLL_MS = 10;
 
+  /** How long after a pruning that held locations kept from it to try again, at the least. */
+  private static final long HISTORY_RETRY_MS = 1_000;
+
   /** Rows of a rebuild applied per poll, so that checkpoints and the stream are not held up. */
   private static final int ROWS_PER_POLL = 2_000;
 
@@ -143,6 +161,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final FenceSourceOptions source;
   /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
   private final String savepointPath;
+  private final LocationTimePolicy timePolicy;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
 
@@ -153,9 +172,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ListState<Long> clockState;
   private transient ValueState<FenceChange> bucketStatsState;
   private transient ValueState<FenceChange> streamPositionState;
+  private transient MapState<Long, StoredFence> historyState;
+  private transient InternalTimerService<VoidNamespace> historyTimers;
   private transient ListState<String> untrustedState;
 
   private transient FenceSet fences;
+  private transient FenceHistory history;
   private transient FenceDecoder decoder;
   private transient Readiness readiness;
   private transient HydrationRecorder recorder;
@@ -166,6 +188,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient KeyGroupRange ownKeyGroups;
   private transient long installedAt;
   private transient long lateLocations;
+  private transient long tooLateLocations;
   /** Fence edits received from the stream, applied or still queued. */
   private transient long editsReceived;
   private transient long restoredLsn;
@@ -187,10 +210,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    */
   public FenceIndexOperator(
       GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source, String savepointPath) {
+    this(geometryOptions, geometryFormat, source, savepointPath, LocationTimePolicy.defaults());
+  }
+
+  /** @param timePolicy the allowed lateness of locations, and how long fence history is kept for it */
+  public FenceIndexOperator(
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source, String savepointPath,
+      LocationTimePolicy timePolicy) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
     this.source = source;
     this.savepointPath = savepointPath;
+    this.timePolicy = timePolicy;
   }
 
   // ---- start and restore ---------------------------------------------------------------------------
@@ -215,6 +246,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
     bucketStatsState = context.getKeyedStateStore().getState(bucketStatsStateDescriptor());
     streamPositionState = context.getKeyedStateStore().getState(streamPositionStateDescriptor());
+    historyState = context.getKeyedStateStore().getMapState(historyStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
 
@@ -222,9 +254,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
+    history = new FenceHistory();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, new KeyedMembership(), this::emit, maxParallelism,
+    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, maxParallelism,
         ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -346,6 +379,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        historyStateDescriptor(),
+        (FenceKey key, MapState<Long, StoredFence> state) -> {
+          List<Long> ends = new ArrayList<>();
+          state.keys().forEach(ends::add);
+          Collections.sort(ends);
+          for (Long until : ends) {
+            StoredFence version = state.get(until);
+            history.superseded(key.id, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
+          }
+        });
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         pendingEditsStateDescriptor(),
         (FenceKey key, ListState<FenceChange> state) -> {
           for (FenceChange change : state.get()) {
@@ -363,6 +408,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void open() throws Exception {
     super.open();
+    historyTimers = getInternalTimerService(HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
     if (source != null) {
       recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
@@ -393,6 +439,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge(FenceIndexMetrics.PENDING_EDITS, () -> clock.pendingEdits());
     getMetricGroup().gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
+    getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
+    getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_STALE, new CountOf(fences::staleCount));
@@ -623,6 +671,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    */
   private void apply(List<FenceChange> changes, List<FenceDecoder.Decoded> decoded) throws Exception {
     List<FenceEdit> run = new ArrayList<>();
+    // The version in force before each edit, for the history; read only when an edit needs it.
+    FenceHistory.Version inForce = null;
     for (int i = 0; i < changes.size(); i++) {
       FenceChange change = changes.get(i);
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
@@ -636,6 +686,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       // a replay after a restore) never takes effect: its geometry is not decoded at all.
       boolean takesNoEffect = !change.delete && change.seq <= fences.seqOf(change.fenceId);
       FenceEdit edit = edit(change, takesNoEffect ? null : decoded == null ? decoder.decode(change) : decoded.get(i));
+      if (!takesNoEffect) {
+        inForce = keepHistory(edit, inForce);
+      }
       run.add(edit);
       if (edit.kind() == EditKind.DELETE) {
         applyCoalesced(EditCoalescer.coalesce(run).get(0));
@@ -645,6 +698,72 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
+  }
+
+  /**
+   * Keeps the version an edit supersedes in the history, if a location still to be evaluated may
+   * be older than the edit, and returns the version the edit puts in force. Every version between
+   * two locations is kept, though only the newest reaches the index: a late location may fall
+   * between them. A read of the source says nothing of a fence's past, which is forgotten.
+   */
+  private FenceHistory.Version keepHistory(FenceEdit edit, FenceHistory.Version inForce) throws Exception {
+    String id = edit.fenceId();
+    if (edit.origin() == EditOrigin.SNAPSHOT) {
+      if (!history.of(id).isEmpty()) {
+        history.forget(id);
+        historyState.clear();
+      }
+      return null;
+    }
+    long seqBefore = inForce != null ? inForce.seq() : fences.seqOf(id);
+    if (edit.seq() <= seqBefore) {
+      return inForce;
+    }
+    FenceGeometry geometryBefore = inForce != null ? inForce.geometry() : fences.index().get(id);
+    long until = edit.commitTimeMillis();
+    if (until > historyHorizon()) {
+      String tenantBefore = inForce != null ? inForce.tenant() : storedTenant();
+      if (history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until))) {
+        historyState.put(until, new StoredFence(seqBefore, geometryBefore == null, geometryBefore, tenantBefore, 0, 0));
+        historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, until + timePolicy.allowedLateness().toMillis());
+      }
+    }
+    // A refused upsert leaves the geometry in force as it was.
+    FenceGeometry after = edit.kind() == EditKind.DELETE ? null : edit.geometry() != null ? edit.geometry() : geometryBefore;
+    return new FenceHistory.Version(edit.seq(), after, edit.tenant(), Long.MAX_VALUE);
+  }
+
+  /** No location still to be evaluated is older than this: history that ended at or before it is needed no more. */
+  private long historyHorizon() {
+    return Math.min(timePolicy.historyHorizon(clock.time()), clock.oldestHeld());
+  }
+
+  /** A fence's history is due for pruning (the timer {@link #keepHistory} set). */
+  @Override
+  public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) throws Exception {
+    long horizon = historyHorizon();
+    long oldest = history.prune(timer.getKey().id, horizon);
+    List<Long> ended = new ArrayList<>();
+    for (Long until : historyState.keys()) {
+      if (until <= horizon) {
+        ended.add(until);
+      }
+    }
+    for (Long until : ended) {
+      historyState.remove(until);
+    }
+    if (oldest != Long.MIN_VALUE) {
+      // Kept for a held location older than the lateness allows (the index was not ready): later.
+      long lateness = timePolicy.allowedLateness().toMillis();
+      long next = oldest + lateness > timer.getTimestamp() ? oldest + lateness
+          : historyTimers.currentWatermark() + Math.max(lateness, HISTORY_RETRY_MS);
+      historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, next);
+    }
+  }
+
+  @Override
+  public void onProcessingTime(InternalTimer<FenceKey, VoidNamespace> timer) {
+    throw new IllegalStateException("the fence index sets no processing-time timers on keys");
   }
 
   /** Seq-checks one coalesced edit, then updates keyed state and the index, and EXITs on delete. */
@@ -717,6 +836,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement2(StreamRecord<Location> record) throws Exception {
     Location location = record.getValue();
+    if (timePolicy.isLate(location.timestamp, clock.time())) {
+      // Its fences' versions of then may be gone: a dead letter, never a different answer.
+      tooLateLocations++;
+      deadLetter(location, LocationTimePolicy.LATE, "more than the allowed lateness of " + timePolicy.allowedLateness().toMillis()
+          + " ms behind the fence index's clock at " + Instant.ofEpochMilli(clock.time()));
+      return;
+    }
     if (location.timestamp <= clock.time() && readiness.ready()) {
       lateLocations++;
       evaluation.evaluate(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
@@ -724,6 +850,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       // Not due yet, or the index is not provably complete: held, in state, none lost.
       clock.hold(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     }
+  }
+
+  private void deadLetter(Location location, String reason, String detail) {
+    output.collect(DEAD_LETTERS, new StreamRecord<>(new DeadLetter("location", location.objectId, 0, "ERROR", reason, detail,
+        LocationJson.format(location), location.timestamp, System.currentTimeMillis())));
   }
 
   private void emit(GeofenceTrigger trigger) {
@@ -830,6 +961,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   LoadPhase phase() {
     return recorder.phase();
+  }
+
+  long historyVersions() {
+    return history.versions();
+  }
+
+  long lateLocationCount() {
+    return lateLocations;
+  }
+
+  long tooLateLocationCount() {
+    return tooLateLocations;
   }
 
   FenceSet fences() {

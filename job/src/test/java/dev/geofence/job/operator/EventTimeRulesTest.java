@@ -1,0 +1,159 @@
+package dev.geofence.job.operator;
+
+import static dev.geofence.job.operator.FenceIndexOperatorTest.delete;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.location;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.triggers;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.upsert;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.model.DeadLetter;
+import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.state.geom.GeometryFormat;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.time.LocationTimePolicy;
+import java.time.Duration;
+import java.util.List;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
+import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The time rules of DESIGN section 5 at the operator: allowed lateness with fence history, and its bounds. */
+class EventTimeRulesTest {
+
+  private static final String SQUARE = "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0))";
+  private static final String FAR_SQUARE = "POLYGON ((20 20, 30 20, 30 30, 20 30, 20 20))";
+  private static final long LATENESS = 60_000;
+  private static final LocationTimePolicy POLICY = new LocationTimePolicy(Duration.ofMillis(LATENESS), Duration.ofMinutes(1));
+
+  /**
+   * Fence a is created at 1000, reshaped away at 3000 and deleted at 5000; locations that arrive
+   * after all of it are evaluated against the version of their time, across a restore.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aLateLocationWithinTheLatenessIsEvaluatedAgainstTheFencesOfItsTime(String backend) throws Exception {
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(backend)) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.sendAllBuckets();
+      source.send(upsert("a", 1, SQUARE, false, 1000));
+      harness.processElement2(location("o1", 1500, 5, 5), 1500);
+      source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+      watermark(harness, 4000);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=1500");
+      assertThat(operator(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+      snapshot = harness.snapshot(1, 4000);
+    }
+    try (var harness = harness(backend)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.sendAllBuckets();
+      source.live.put("a", 2L);
+      source.sendAllBuckets();
+      // Late, within the lateness: each against the version of its time.
+      harness.processElement2(location("o2", 2000, 5, 5), 2000);
+      harness.processElement2(location("o3", 3500, 5, 5), 3500);
+      harness.processElement2(location("o4", 900, 5, 5), 900);
+      harness.processElement2(location("o1", 2500, 25, 25), 2500);
+      harness.processElement2(location("o5", 3500, 25, 25), 3500);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly(
+          "ENTER o2 a@1 t=2000", "EXIT o1 a@1 t=2500", "ENTER o5 a@2 t=3500");
+      // Deleted at 5000: inside objects leave at once; a late location does not reopen it.
+      source.send(delete("a", 3, 5000));
+      watermark(harness, 6000);
+      harness.processElement2(location("o6", 2200, 5, 5), 2200);
+      harness.processElement2(location("o2", 2600, 25, 25), 2600);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder(
+          "ENTER o2 a@1 t=2000", "EXIT o1 a@1 t=2500", "ENTER o5 a@2 t=3500", "EXIT o2 a@3 t=5000", "EXIT o5 a@3 t=5000");
+      assertThat(operator(harness).lateLocationCount()).isEqualTo(7);
+
+      // Timers prune each version once no admitted location can be older than its end.
+      assertThat(operator(harness).historyVersions()).isEqualTo(3);
+      watermark(harness, 3000 + LATENESS);
+      assertThat(operator(harness).historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
+      watermark(harness, 5000 + LATENESS);
+      assertThat(operator(harness).historyVersions()).isZero();
+      assertThat(harness.numEventTimeTimers()).isZero();
+      OperatorSubtaskState pruned = harness.snapshot(2, 5000 + LATENESS);
+      try (var restored = harness(backend)) {
+        restored.initializeState(pruned);
+        restored.open();
+        assertThat(operator(restored).historyVersions()).as("pruned in keyed state too").isZero();
+      }
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap"})
+  void aLocationBeyondTheLatenessIsALateDeadLetterAndChangesNothing(String backend) throws Exception {
+    try (var harness = harness(backend)) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.sendAllBuckets();
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      long clock = 1_000_000;
+      watermark(harness, clock);
+      harness.processElement2(location("o1", clock - LATENESS, 5, 5), 0);
+      harness.processElement2(location("o2", clock - LATENESS - 1, 5, 5), 0);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=" + (clock - LATENESS));
+      List<DeadLetter> letters = harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS).stream().map(StreamRecord::getValue).toList();
+      assertThat(letters).extracting(DeadLetter::toString)
+          .containsExactly("ERROR location o2@0 LATE: more than the allowed lateness of 60000 ms behind the fence index's clock at 1970-01-01T00:16:40Z");
+      assertThat(letters.get(0).eventTime).isEqualTo(clock - LATENESS - 1);
+      assertThat(operator(harness).tooLateLocationCount()).isEqualTo(1);
+    }
+  }
+
+  /**
+   * While the index is not ready, locations wait in state, however long: the history they need
+   * is kept past the lateness until they are evaluated.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap"})
+  void historyOutlivesTheLatenessForLocationsHeldWhileTheIndexIsNotReady(String backend) throws Exception {
+    try (var harness = harness(backend)) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.send(upsert("a", 1, SQUARE, false, 1000));
+      harness.processElement2(location("o1", 2000, 5, 5), 2000);
+      source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+      watermark(harness, 3000 + 3 * LATENESS);
+      assertThat(triggers(harness)).as("not ready: every bucket's fingerprint is still missing").isEmpty();
+      assertThat(operator(harness).historyVersions()).as("the square, which o1 at 2000 needs; not the void before it").isEqualTo(1);
+      source.sendAllBuckets();
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=2000");
+      watermark(harness, 3000 + 5 * LATENESS);
+      assertThat(operator(harness).historyVersions()).isZero();
+    }
+  }
+
+  private static FenceIndexOperator operator(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
+    return (FenceIndexOperator) h.getOperator();
+  }
+
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(String backend)
+      throws Exception {
+    var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
+        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, null, null, POLICY),
+        (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId),
+        null, TypeInformation.of(FenceKey.class), 128, 1, 0);
+    if (backend.equals("rocksdb")) {
+      harness.setStateBackend(new EmbeddedRocksDBStateBackend());
+    }
+    return harness;
+  }
+
+  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
+      throws Exception {
+    h.processBothWatermarks(new Watermark(t));
+  }
+}
