@@ -25,7 +25,12 @@ import java.util.function.Consumer;
  * versions, and for a location older than the newest edit, {@link FenceHistory} says which fences
  * have changed since and what they were then. A fence deleted since the location's time is left
  * as it is: its delete's EXIT closed every presence in it, and a late location does not reopen
- * what was closed. Not thread-safe.
+ * what was closed.
+ *
+ * <p>An object's presence moves forward in its own event time only: a location older than the
+ * newest one evaluated for its object (a late one, arriving after a newer one was evaluated) is
+ * refused ({@link OutOfOrder}) and changes nothing. Locations of the same time are all evaluated.
+ * Not thread-safe.
  */
 final class Evaluation {
 
@@ -36,6 +41,11 @@ final class Evaluation {
     void left(String fenceId, String objectId) throws Exception;
   }
 
+  /** Told of a location older than the newest evaluated for its object, which changed nothing. */
+  interface OutOfOrder {
+    void refused(Location location, long newest);
+  }
+
   private final FenceSet fences;
   private final FenceHistory history;
   private final Membership membership;
@@ -44,11 +54,15 @@ final class Evaluation {
   private final int ownStart;
   private final int ownEnd;
   private final Map<String, Set<String>> fencesByObject = new HashMap<>();
+  /** The time of the newest location evaluated for each object, of those still needed ({@link #forgetOlderThan}). */
+  private final Map<String, Long> newestByObject = new HashMap<>();
+  private final OutOfOrder outOfOrder;
 
-  Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit, int maxParallelism,
-      int ownStart, int ownEnd) {
+  Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
+      OutOfOrder outOfOrder, int maxParallelism, int ownStart, int ownEnd) {
     this.fences = fences;
     this.history = history;
+    this.outOfOrder = outOfOrder;
     this.membership = membership;
     this.emit = emit;
     this.maxParallelism = maxParallelism;
@@ -66,6 +80,12 @@ final class Evaluation {
    * subtask's, except for a location a restore handed over for part of them.
    */
   void evaluate(Location location, int start, int end) throws Exception {
+    Long newest = newestByObject.get(location.objectId);
+    if (newest != null && location.timestamp < newest) {
+      outOfOrder.refused(location, newest);
+      return;
+    }
+    newestByObject.put(location.objectId, location.timestamp);
     List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
     // Usually empty: only a location older than the newest edit finds fences changed since.
     Map<String, FenceHistory.Version> then = history.changedAfter(location.timestamp);
@@ -110,6 +130,24 @@ final class Evaluation {
     } else {
       fencesByObject.put(location.objectId, inside);
     }
+  }
+
+  /** A restored time of the newest location evaluated for an object (the newest of several wins). */
+  void restoreNewest(String objectId, long time) {
+    newestByObject.merge(objectId, time, Math::max);
+  }
+
+  /** The newest location time of each object, for operator state. */
+  Map<String, Long> newestByObject() {
+    return newestByObject;
+  }
+
+  /**
+   * Forgets the objects whose newest location is older than {@code horizon}: a location older
+   * than that is never evaluated (it is late), so their order needs no check.
+   */
+  void forgetOlderThan(long horizon) {
+    newestByObject.values().removeIf(time -> time < horizon);
   }
 
   /**

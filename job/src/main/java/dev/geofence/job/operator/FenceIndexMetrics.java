@@ -27,6 +27,8 @@ public final class FenceIndexMetrics {
   public static final String LATE_LOCATIONS = "late_locations";
   /** Locations beyond the allowed lateness: LATE dead letters. */
   public static final String TOO_LATE_LOCATIONS = "too_late_locations";
+  /** Locations older than the newest evaluated for their object: OUT_OF_ORDER dead letters. */
+  public static final String OUT_OF_ORDER_LOCATIONS = "out_of_order_locations";
   public static final String EDITS_APPLIED = "edits_applied";
   public static final String EDITS_DUPLICATE = "edits_duplicate";
   public static final String EDITS_STALE = "edits_stale";

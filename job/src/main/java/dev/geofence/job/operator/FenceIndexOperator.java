@@ -41,6 +41,7 @@ import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
@@ -146,6 +147,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** How often the task thread takes what the recovery thread has for it, while it works. */
   static final long RECOVERY_POLL_MS = 10;
 
+  /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
+  private static final int MIN_OBJECTS_KEPT = 1024;
+
   /** How long after a pruning that held locations kept from it to try again, at the least. */
   private static final long HISTORY_RETRY_MS = 1_000;
 
@@ -175,6 +179,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient MapState<Long, StoredFence> historyState;
   private transient InternalTimerService<VoidNamespace> historyTimers;
   private transient ListState<String> untrustedState;
+  private transient ListState<Tuple2<String, Long>> objectTimesState;
 
   private transient FenceSet fences;
   private transient FenceHistory history;
@@ -189,6 +194,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long installedAt;
   private transient long lateLocations;
   private transient long tooLateLocations;
+  private transient long outOfOrderLocations;
+  /** When the objects' newest times are next pruned (see {@link #processWatermark}). */
+  private transient int forgetObjectsAbove = MIN_OBJECTS_KEPT;
   /** Fence edits received from the stream, applied or still queued. */
   private transient long editsReceived;
   private transient long restoredLsn;
@@ -249,6 +257,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     historyState = context.getKeyedStateStore().getMapState(historyStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
+    objectTimesState = context.getOperatorStateStore().getUnionListState(
+        new ListStateDescriptor<>("object-times", Types.TUPLE(Types.STRING, Types.LONG)));
 
     maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
@@ -257,7 +267,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     history = new FenceHistory();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, maxParallelism,
+    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, maxParallelism,
         ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -275,6 +285,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     for (Long restored : clockState.get()) {
       clock.advanceTo(restored);
+    }
+    for (Tuple2<String, Long> newest : objectTimesState.get()) {
+      evaluation.restoreNewest(newest.f0, newest.f1);
     }
     restoredLsn = readiness.streamLsn();
     restoredTime = readiness.streamTime();
@@ -440,6 +453,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
+    getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -453,6 +467,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.snapshotState(context);
     pendingLocationsState.update(clock.held());
     clockState.update(List.of(clock.time()));
+    // Every subtask evaluates every location, so each writes its share of the objects and a
+    // restore reads each object once; if two subtasks' orders differed, the newest time wins.
+    evaluation.forgetOlderThan(historyHorizon());
+    int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    int subtasks = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
+    List<Tuple2<String, Long>> share = new ArrayList<>();
+    evaluation.newestByObject().forEach((object, time) -> {
+      if (Math.floorMod(object.hashCode(), subtasks) == subtask) {
+        share.add(Tuple2.of(object, time));
+      }
+    });
+    objectTimesState.update(share);
     // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
     // stream will bring again: restored, it is read again, as a rebuild.
     String untrusted = readiness.distrust() != null ? readiness.distrust()
@@ -852,6 +878,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
+  /** A location older than the newest evaluated for its object: it changed nothing. */
+  private void outOfOrder(Location location, long newest) {
+    outOfOrderLocations++;
+    deadLetter(location, LocationTimePolicy.OUT_OF_ORDER, "older than the location of " + Instant.ofEpochMilli(newest)
+        + " already evaluated for this object, whose presence only moves forward in its own event time");
+  }
+
   private void deadLetter(Location location, String reason, String detail) {
     output.collect(DEAD_LETTERS, new StreamRecord<>(new DeadLetter("location", location.objectId, 0, "ERROR", reason, detail,
         LocationJson.format(location), location.timestamp, System.currentTimeMillis())));
@@ -868,6 +901,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
       clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
+      if (evaluation.newestByObject().size() > forgetObjectsAbove) {
+        evaluation.forgetOlderThan(historyHorizon());
+        forgetObjectsAbove = Math.max(MIN_OBJECTS_KEPT, 2 * evaluation.newestByObject().size());
+      }
     }
     super.processWatermark(mark);
   }
@@ -969,6 +1007,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   long lateLocationCount() {
     return lateLocations;
+  }
+
+  long outOfOrderLocationCount() {
+    return outOfOrderLocations;
   }
 
   long tooLateLocationCount() {

@@ -10,6 +10,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.time.LocationTimePolicy;
@@ -17,8 +18,11 @@ import java.time.Duration;
 import java.util.List;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
 import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -136,16 +140,115 @@ class EventTimeRulesTest {
     }
   }
 
+  /**
+   * An object's presence moves forward in its own event time: a late batch in order is evaluated
+   * in order, a location older than the newest evaluated for its object is an OUT_OF_ORDER dead
+   * letter and changes nothing, and what is newest survives a restore at another parallelism,
+   * whichever subtask wrote it.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aLocationOlderThanItsObjectsNewestIsOutOfOrderAndChangesNothing(String backend) throws Exception {
+    OperatorSubtaskState[] parts = new OperatorSubtaskState[2];
+    List<String> firstRun = new java.util.ArrayList<>();
+    for (int subtask = 0; subtask < 2; subtask++) {
+      try (var harness = harness(backend, 2, subtask)) {
+        harness.open();
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+        KeyGroupRange own = KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(128, 2, subtask);
+        for (int b = 0; b < FenceBuckets.COUNT; b++) {
+          if (FenceBuckets.inKeyGroups(b, 128, own.getStartKeyGroup(), own.getEndKeyGroup())) {
+            source.sendBucket(b, true, 0);
+          }
+        }
+        for (int i = 0; i < 6; i++) {
+          if (KeyGroupRangeAssignment.assignKeyToParallelOperator(new FenceKey("f" + i), 128, 2) == subtask) {
+            source.send(upsert("f" + i, 1, SQUARE, true, 0));
+          }
+        }
+        harness.processElement2(location("o1", 1000, 5, 5), 1000);
+        harness.processElement2(location("o2", 1000, 50, 50), 1000);
+        watermark(harness, 2000);
+        // Late, in order: each evaluated, in the order of its time.
+        harness.processElement2(location("o2", 1100, 5, 5), 1100);
+        harness.processElement2(location("o2", 1300, 50, 50), 1300);
+        harness.processElement2(location("o2", 1300, 5, 5), 1300);
+        // Older than o1's newest (1000): refused, nothing changes.
+        harness.processElement2(location("o1", 900, 50, 50), 900);
+        triggers(harness).forEach(t -> firstRun.add(t.toString()));
+        List<DeadLetter> letters = harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS).stream().map(StreamRecord::getValue).toList();
+        assertThat(letters).extracting(l -> l.reason + " " + l.key + " " + l.eventTime).containsExactly("OUT_OF_ORDER o1 900");
+        assertThat(letters.get(0).detail).isEqualTo("older than the location of 1970-01-01T00:00:01Z already evaluated for this object,"
+            + " whose presence only moves forward in its own event time");
+        assertThat(operator(harness).outOfOrderLocationCount()).isEqualTo(1);
+        parts[subtask] = harness.snapshot(1, 2000);
+      }
+    }
+    assertThat(firstRun.stream().filter(t -> t.startsWith("ENTER o1")).count()).as("o1 ENTERs the six once").isEqualTo(6);
+    assertThat(firstRun.stream().filter(t -> t.contains("o2") && t.endsWith("t=1100")).count()).isEqualTo(6);
+    assertThat(firstRun.stream().filter(t -> t.startsWith("EXIT o2") && t.endsWith("t=1300")).count()).isEqualTo(6);
+    assertThat(firstRun.stream().filter(t -> t.startsWith("ENTER o2") && t.endsWith("t=1300")).count()).isEqualTo(6);
+    assertThat(firstRun).hasSize(24);
+    assertThat(firstRun.stream().filter(t -> t.startsWith("ENTER o1")).map(t -> t.split(" ")[2]).distinct().count())
+        .as("the six fences, spread over both subtasks").isEqualTo(6);
+
+    OperatorSubtaskState both = AbstractStreamOperatorTestHarness.repackageState(parts);
+    try (var harness = harness(backend, 1, 0)) {
+      harness.initializeState(AbstractStreamOperatorTestHarness.repartitionOperatorState(both, 128, 2, 1, 0));
+      harness.open();
+      harness.processElement2(location("o1", 999, 50, 50), 999);
+      harness.processElement2(location("o2", 1299, 50, 50), 1299);
+      harness.processElement2(location("o2", 1300, 50, 50), 1300);
+      assertThat(harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS)).extracting(r -> r.getValue().key + " " + r.getValue().eventTime)
+          .containsExactly("o1 999", "o2 1299");
+      assertThat(triggers(harness)).extracting(Object::toString).as("of the same time as the newest: evaluated").hasSize(6)
+          .allMatch(t -> t.startsWith("EXIT o2 ") && t.endsWith("t=1300"));
+    }
+  }
+
+  /** Trigger ids are a function of the input: the same locations and edits give the same ids, late ones included. */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap"})
+  void replayingTheSameInputGivesTheSameTriggerIds(String backend) throws Exception {
+    List<List<String>> runs = new java.util.ArrayList<>();
+    for (int run = 0; run < 2; run++) {
+      try (var harness = harness(backend)) {
+        harness.open();
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+        source.sendAllBuckets();
+        source.send(upsert("a", 1, SQUARE, false, 1000));
+        harness.processElement2(location("o1", 1500, 5, 5), 1500);
+        source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+        // Watermarks in other steps in each run: when they come is not the input.
+        if (run == 0) {
+          watermark(harness, 2000);
+        }
+        watermark(harness, 4000);
+        harness.processElement2(location("o2", 2000, 5, 5), 2000);
+        harness.processElement2(location("o1", 3200, 5, 5), 3200);
+        source.send(delete("a", 3, 5000));
+        watermark(harness, 6000);
+        runs.add(triggers(harness).stream().map(t -> t + " " + t.triggerId).sorted().toList());
+      }
+    }
+    assertThat(runs.get(0)).hasSize(4).isEqualTo(runs.get(1));
+  }
+
   private static FenceIndexOperator operator(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
     return (FenceIndexOperator) h.getOperator();
   }
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(String backend)
       throws Exception {
+    return harness(backend, 1, 0);
+  }
+
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
+      String backend, int parallelism, int subtask) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
         new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, null, null, POLICY),
         (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId),
-        null, TypeInformation.of(FenceKey.class), 128, 1, 0);
+        null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
     }
