@@ -20,6 +20,7 @@ import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.time.LocationTimePolicy;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -113,6 +114,8 @@ abstract class EndToEndFixture {
         .setServerConfig("wal_level", "logical")
         .setServerConfig("max_replication_slots", "10")
         .setServerConfig("max_wal_senders", "10")
+        // So that a test can ask each edit's commit time, which is the time the job sees it at.
+        .setServerConfig("track_commit_timestamp", "on")
         .start();
   }
 
@@ -133,6 +136,8 @@ abstract class EndToEndFixture {
   FenceTableColumns columns = FenceTableColumns.defaults();
   /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
   String sourceUrl;
+  /** The job's allowed lateness and maximum clock skew. */
+  LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 
@@ -245,7 +250,7 @@ abstract class EndToEndFixture {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
-    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
+    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy).build());
     JobClient job = env.executeAsync("geofence-it");
     jobs.add(job);
     runsAt(parallelism);
@@ -425,7 +430,7 @@ abstract class EndToEndFixture {
     Waiting.until("the database clock to pass the last location's time", PATIENCE, () -> databaseMillis() > lastLocationTime + 10);
   }
 
-  private long databaseMillis() throws Exception {
+  long databaseMillis() throws Exception {
     return queryLong("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
   }
 
