@@ -2,6 +2,7 @@ package dev.geofence.job;
 
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;
@@ -17,6 +18,7 @@ public final class JobSettings implements Serializable {
   private final Duration locationOutOfOrderness;
   private final Duration locationIdleness;
   private final LocationTimePolicy timePolicy;
+  private final int maxHeldLocations;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -30,6 +32,10 @@ public final class JobSettings implements Serializable {
     this.locationOutOfOrderness = b.locationOutOfOrderness;
     this.locationIdleness = b.locationIdleness;
     this.timePolicy = Objects.requireNonNull(b.timePolicy);
+    if (b.maxHeldLocations < 1) {
+      throw new IllegalArgumentException("the maximum of held locations must be positive, got " + b.maxHeldLocations);
+    }
+    this.maxHeldLocations = b.maxHeldLocations;
   }
 
   public static JobSettings defaults() {
@@ -63,6 +69,11 @@ public final class JobSettings implements Serializable {
     return timePolicy;
   }
 
+  /** How many locations a fence index subtask holds before the location sources pause. */
+  public int maxHeldLocations() {
+    return maxHeldLocations;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
@@ -70,6 +81,7 @@ public final class JobSettings implements Serializable {
     private Duration locationOutOfOrderness = Duration.ofSeconds(1);
     private Duration locationIdleness = Duration.ofSeconds(5);
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+    private int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
 
     private Builder() {}
 
@@ -95,6 +107,11 @@ public final class JobSettings implements Serializable {
 
     public Builder timePolicy(LocationTimePolicy timePolicy) {
       this.timePolicy = timePolicy;
+      return this;
+    }
+
+    public Builder maxHeldLocations(int maxHeldLocations) {
+      this.maxHeldLocations = maxHeldLocations;
       return this;
     }
 

@@ -16,6 +16,7 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -138,6 +139,8 @@ abstract class EndToEndFixture {
   String sourceUrl;
   /** The job's allowed lateness and maximum clock skew. */
   LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+  /** How many locations a subtask of the fence index may hold before the location source pauses. */
+  int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 
@@ -222,6 +225,15 @@ abstract class EndToEndFixture {
    * timeless, so an edit made while it reads would reach locations older than the edit.
    */
   JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
+    JobClient job = launch(parallelism, stateBackend, savepoint);
+    if (savepoint == null) {
+      awaitEvaluated();
+    }
+    return job;
+  }
+
+  /** Starts the job, restoring from {@code savepoint} unless it is null, and waits for nothing. */
+  JobClient launch(int parallelism, String stateBackend, String savepoint) throws Exception {
     Configuration config = new Configuration();
     if (savepoint != null) {
       config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
@@ -250,13 +262,11 @@ abstract class EndToEndFixture {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
-    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy).build());
+    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy)
+        .maxHeldLocations(maxHeldLocations).build());
     JobClient job = env.executeAsync("geofence-it");
     jobs.add(job);
     runsAt(parallelism);
-    if (savepoint == null) {
-      awaitEvaluated();
-    }
     return job;
   }
 
@@ -700,7 +710,7 @@ abstract class EndToEndFixture {
     return -1;
   }
 
-  private static String get(HttpClient http, String url) throws Exception {
+  static String get(HttpClient http, String url) throws Exception {
     return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
   }
 

@@ -108,6 +108,11 @@ public final class GeofenceOptions {
       .withDescription("A location up to this far behind the fence clock is evaluated against the fences as they were at"
           + " its time (superseded fence versions are kept this long); a later one is a LATE dead letter.");
 
+  public static final ConfigOption<Integer> MAX_HELD_LOCATIONS = key("geofence.locations.max-held").intType()
+      .defaultValue(100_000)
+      .withDescription("Locations a subtask of the fence index may hold while it cannot evaluate them (the index not ready,"
+          + " or the fence clock behind); when full, the location sources pause until it has room for half as many.");
+
   public static final ConfigOption<Duration> MAX_CLOCK_SKEW = key("geofence.locations.max-clock-skew").durationType()
       .defaultValue(LocationTimePolicy.DEFAULT_MAX_CLOCK_SKEW)
       .withDescription("A location stamped more than this far ahead of the clock is a FUTURE_TIMESTAMP dead letter and"

@@ -77,6 +77,7 @@ public final class GeofenceCommand {
       Flag.text("locations-group", "GROUP", GeofenceOptions.LOCATIONS_GROUP).defaultingTo("the job name"),
       Flag.duration("allowed-lateness", GeofenceOptions.ALLOWED_LATENESS),
       Flag.duration("max-clock-skew", GeofenceOptions.MAX_CLOCK_SKEW),
+      Flag.number("max-held-locations", "N", GeofenceOptions.MAX_HELD_LOCATIONS),
       Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
       Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
       Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
@@ -202,6 +203,7 @@ public final class GeofenceCommand {
             .build())
         .timePolicy(new LocationTimePolicy(
             RUN.get(options, GeofenceOptions.ALLOWED_LATENESS), RUN.get(options, GeofenceOptions.MAX_CLOCK_SKEW)))
+        .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
         .build();
 
     Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);

@@ -7,6 +7,7 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.hold.HeldLocationsEvent;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -43,6 +44,7 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.operators.coordination.OperatorEventGateway;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyedStateBackend;
@@ -147,6 +149,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** How often the task thread takes what the recovery thread has for it, while it works. */
   static final long RECOVERY_POLL_MS = 10;
 
+  /** The default of {@code --max-held-locations}. */
+  public static final int DEFAULT_MAX_HELD_LOCATIONS = 100_000;
+
   /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
   private static final int MIN_OBJECTS_KEPT = 1024;
 
@@ -166,6 +171,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
   private final String savepointPath;
   private final LocationTimePolicy timePolicy;
+  /** How many locations a subtask holds before it asks for the location sources to pause. */
+  private int maxHeldLocations = DEFAULT_MAX_HELD_LOCATIONS;
+  /** Where this subtask says its hold is full, or null when it runs without a coordinator (tests). */
+  private transient OperatorEventGateway holdGateway;
+  private transient boolean holdFull;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
 
@@ -435,6 +445,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       recorder.record();
     }
     recorder.update();
+    // A restored hold may be full already.
+    maybeReportHold();
   }
 
   private void registerMetrics() {
@@ -552,7 +564,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -666,7 +678,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -703,8 +715,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       FenceChange change = changes.get(i);
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
+        boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
           bucketStatsState.update(change);
+        }
+        if (wasReady && !readiness.ready()) {
+          LOG.warn("Bucket {} at the source no longer matches the fences this subtask holds for it ({} buckets unmatched):"
+              + " locations are held until it does", change.bucket, readiness.fingerprints().unmatched());
         }
         continue;
       }
@@ -875,6 +892,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     } else {
       // Not due yet, or the index is not provably complete: held, in state, none lost.
       clock.hold(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
+      maybeReportHold();
     }
   }
 
@@ -900,7 +918,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark(Watermark mark) throws Exception {
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());
@@ -914,6 +932,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark2(Watermark mark) throws Exception {
     clock.locationWatermark(mark.getTimestamp());
     super.processWatermark2(mark);
+  }
+
+  /** Applies and evaluates what the clock has let through, and says if the hold has room again. */
+  private void release() throws Exception {
+    clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+    maybeReportHold();
   }
 
   /** What the clock releases: a fence's edits up to a time, or a location to evaluate. */
@@ -986,6 +1010,41 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     @Override
     public long getCount() {
       return count.getAsLong();
+    }
+  }
+
+  // ---- the bounded hold -----------------------------------------------------------------------------
+
+  /** At most this many locations held (the sources pause at it and resume at half of it). */
+  public FenceIndexOperator maxHeldLocations(int max) {
+    if (max < 1) {
+      throw new IllegalArgumentException("the maximum of held locations must be positive, got " + max);
+    }
+    this.maxHeldLocations = max;
+    return this;
+  }
+
+  /** Set by the operator's factory: the gateway to the coordinator that pauses the location sources. */
+  void reportHoldTo(OperatorEventGateway gateway) {
+    this.holdGateway = gateway;
+  }
+
+  /**
+   * Says when the hold becomes full, and when it has room again (at half, so that the sources do
+   * not flap): the coordinator pauses the location sources meanwhile. What is already on its way
+   * still arrives and is held, so the hold may pass the bound by what the network buffers carry.
+   */
+  private void maybeReportHold() {
+    if (holdGateway == null) {
+      return;
+    }
+    int held = clock.heldLocations();
+    boolean full = holdFull ? held > maxHeldLocations / 2 : held >= maxHeldLocations;
+    if (full != holdFull) {
+      holdFull = full;
+      holdGateway.sendEventToCoordinator(new HeldLocationsEvent(full));
+      LOG.info(full ? "{} locations held, the most this subtask may hold: it asks for the location sources to pause"
+          : "{} locations held: room again, the location sources may resume", held);
     }
   }
 

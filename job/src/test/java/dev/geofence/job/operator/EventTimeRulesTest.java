@@ -234,6 +234,48 @@ class EventTimeRulesTest {
     assertThat(runs.get(0)).hasSize(4).isEqualTo(runs.get(1));
   }
 
+  /**
+   * The hold says it is full at the bound and has room again at half of it, never flapping in
+   * between; restored full, it says so at once.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap"})
+  void theHoldSaysWhenItIsFullAndWhenItHasRoomAgain(String backend) throws Exception {
+    List<Boolean> said = new java.util.ArrayList<>();
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(backend)) {
+      operator(harness).maxHeldLocations(4);
+      harness.setup();
+      operator(harness).reportHoldTo(event -> said.add(((dev.geofence.job.hold.HeldLocationsEvent) event).full()));
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      for (int i = 0; i < 6; i++) {
+        harness.processElement2(location("o" + i, 1000 + i, 5, 5), 1000 + i);
+      }
+      assertThat(said).as("full at the fourth, once").containsExactly(true);
+      snapshot = harness.snapshot(1, 0);
+      watermark(harness, 1003);
+      assertThat(said).as("not ready: nothing evaluated, still full").containsExactly(true);
+      source.sendAllBuckets();
+      // Ready: evaluated up to 1003, two held; room again (two is half of four).
+      assertThat(triggers(harness)).hasSize(4);
+      assertThat(said).containsExactly(true, false);
+      harness.processElement2(location("o6", 2000, 5, 5), 2000);
+      harness.processElement2(location("o7", 2001, 5, 5), 2001);
+      assertThat(said).as("three, four: full again at four").containsExactly(true, false, true);
+    }
+    said.clear();
+    try (var harness = harness(backend)) {
+      operator(harness).maxHeldLocations(4);
+      harness.setup();
+      operator(harness).reportHoldTo(event -> said.add(((dev.geofence.job.hold.HeldLocationsEvent) event).full()));
+      harness.initializeState(snapshot);
+      harness.open();
+      assertThat(said).as("the six restored held locations: full").containsExactly(true);
+    }
+  }
+
   private static FenceIndexOperator operator(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
     return (FenceIndexOperator) h.getOperator();
   }
