@@ -4,27 +4,28 @@ import static dev.geofence.job.operator.FenceIndexOperatorTest.delete;
 import static dev.geofence.job.operator.FenceIndexOperatorTest.location;
 import static dev.geofence.job.operator.FenceIndexOperatorTest.triggers;
 import static dev.geofence.job.operator.FenceIndexOperatorTest.upsert;
+import static dev.geofence.job.operator.FenceIndexOperatorTest.watermark;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
-import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.job.hold.HeldLocationsEvent;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
-import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
-import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -46,11 +47,7 @@ class EventTimeRulesTest {
     OperatorSubtaskState snapshot;
     try (var harness = harness(backend)) {
       harness.open();
-      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
-      source.sendAllBuckets();
-      source.send(upsert("a", 1, SQUARE, false, 1000));
-      harness.processElement2(location("o1", 1500, 5, 5), 1500);
-      source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+      squareThenFarSquare(harness);
       watermark(harness, 4000);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=1500");
       assertThat(operator(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
@@ -96,10 +93,9 @@ class EventTimeRulesTest {
     }
   }
 
-  @ParameterizedTest
-  @ValueSource(strings = {"hashmap"})
-  void aLocationBeyondTheLatenessIsALateDeadLetterAndChangesNothing(String backend) throws Exception {
-    try (var harness = harness(backend)) {
+  @Test
+  void aLocationBeyondTheLatenessIsALateDeadLetterAndChangesNothing() throws Exception {
+    try (var harness = harness("hashmap")) {
       harness.open();
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.sendAllBuckets();
@@ -121,10 +117,9 @@ class EventTimeRulesTest {
    * While the index is not ready, locations wait in state, however long: the history they need
    * is kept past the lateness until they are evaluated.
    */
-  @ParameterizedTest
-  @ValueSource(strings = {"hashmap"})
-  void historyOutlivesTheLatenessForLocationsHeldWhileTheIndexIsNotReady(String backend) throws Exception {
-    try (var harness = harness(backend)) {
+  @Test
+  void historyOutlivesTheLatenessForLocationsHeldWhileTheIndexIsNotReady() throws Exception {
+    try (var harness = harness("hashmap")) {
       harness.open();
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.send(upsert("a", 1, SQUARE, false, 1000));
@@ -150,7 +145,7 @@ class EventTimeRulesTest {
   @ValueSource(strings = {"hashmap", "rocksdb"})
   void aLocationOlderThanItsObjectsNewestIsOutOfOrderAndChangesNothing(String backend) throws Exception {
     OperatorSubtaskState[] parts = new OperatorSubtaskState[2];
-    List<String> firstRun = new java.util.ArrayList<>();
+    List<String> firstRun = new ArrayList<>();
     for (int subtask = 0; subtask < 2; subtask++) {
       try (var harness = harness(backend, 2, subtask)) {
         harness.open();
@@ -207,18 +202,13 @@ class EventTimeRulesTest {
   }
 
   /** Trigger ids are a function of the input: the same locations and edits give the same ids, late ones included. */
-  @ParameterizedTest
-  @ValueSource(strings = {"hashmap"})
-  void replayingTheSameInputGivesTheSameTriggerIds(String backend) throws Exception {
-    List<List<String>> runs = new java.util.ArrayList<>();
+  @Test
+  void replayingTheSameInputGivesTheSameTriggerIds() throws Exception {
+    List<List<String>> runs = new ArrayList<>();
     for (int run = 0; run < 2; run++) {
-      try (var harness = harness(backend)) {
+      try (var harness = harness("hashmap")) {
         harness.open();
-        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
-        source.sendAllBuckets();
-        source.send(upsert("a", 1, SQUARE, false, 1000));
-        harness.processElement2(location("o1", 1500, 5, 5), 1500);
-        source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+        FenceIndexOperatorTest.Source source = squareThenFarSquare(harness);
         // Watermarks in other steps in each run: when they come is not the input.
         if (run == 0) {
           watermark(harness, 2000);
@@ -238,15 +228,14 @@ class EventTimeRulesTest {
    * The hold says it is full at the bound and has room again at half of it, never flapping in
    * between; restored full, it says so at once.
    */
-  @ParameterizedTest
-  @ValueSource(strings = {"hashmap"})
-  void theHoldSaysWhenItIsFullAndWhenItHasRoomAgain(String backend) throws Exception {
-    List<Boolean> said = new java.util.ArrayList<>();
+  @Test
+  void theHoldSaysWhenItIsFullAndWhenItHasRoomAgain() throws Exception {
+    List<Boolean> said = new ArrayList<>();
     OperatorSubtaskState snapshot;
-    try (var harness = harness(backend)) {
+    try (var harness = harness("hashmap")) {
       operator(harness).maxHeldLocations(4);
       harness.setup();
-      operator(harness).reportHoldTo(event -> said.add(((dev.geofence.job.hold.HeldLocationsEvent) event).full()));
+      operator(harness).reportHoldTo(event -> said.add(((HeldLocationsEvent) event).full()));
       harness.open();
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.send(upsert("a", 1, SQUARE, true, 0));
@@ -266,10 +255,10 @@ class EventTimeRulesTest {
       assertThat(said).as("three, four: full again at four").containsExactly(true, false, true);
     }
     said.clear();
-    try (var harness = harness(backend)) {
+    try (var harness = harness("hashmap")) {
       operator(harness).maxHeldLocations(4);
       harness.setup();
-      operator(harness).reportHoldTo(event -> said.add(((dev.geofence.job.hold.HeldLocationsEvent) event).full()));
+      operator(harness).reportHoldTo(event -> said.add(((HeldLocationsEvent) event).full()));
       harness.initializeState(snapshot);
       harness.open();
       assertThat(said).as("the six restored held locations: full").containsExactly(true);
@@ -287,18 +276,18 @@ class EventTimeRulesTest {
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       String backend, int parallelism, int subtask) throws Exception {
-    var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
-        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, null, null, POLICY),
-        (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId),
-        null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
-    if (backend.equals("rocksdb")) {
-      harness.setStateBackend(new EmbeddedRocksDBStateBackend());
-    }
-    return harness;
+    return FenceIndexOperatorTest.harness(
+        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, null, null, POLICY), parallelism, subtask, backend);
   }
 
-  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
-      throws Exception {
-    h.processBothWatermarks(new Watermark(t));
+  /** Fence a created at 1000, o1 inside it at 1500, a reshaped away at 3000. */
+  private static FenceIndexOperatorTest.Source squareThenFarSquare(
+      KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness) throws Exception {
+    FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+    source.sendAllBuckets();
+    source.send(upsert("a", 1, SQUARE, false, 1000));
+    harness.processElement2(location("o1", 1500, 5, 5), 1500);
+    source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
+    return source;
   }
 }

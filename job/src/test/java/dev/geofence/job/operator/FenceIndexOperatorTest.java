@@ -310,8 +310,14 @@ class FenceIndexOperatorTest {
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       int parallelism, int subtask, String backend) throws Exception {
+    return harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB), parallelism, subtask, backend);
+  }
+
+  /** A harness of {@code operator} as subtask {@code subtask} of {@code parallelism}, max parallelism 128. */
+  static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
+      FenceIndexOperator operator, int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
-        new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB),
+        operator,
         (FenceChange change) -> change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket) : new FenceKey(change.fenceId), null, TypeInformation.of(FenceKey.class), 128, parallelism, subtask);
     if (backend.equals("rocksdb")) {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
@@ -319,7 +325,7 @@ class FenceIndexOperatorTest {
     return harness;
   }
 
-  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
+  static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
       throws Exception {
     h.processBothWatermarks(new Watermark(t));
   }
