@@ -71,13 +71,14 @@ public final class FenceHistory {
 
   /**
    * The fences whose current version began after {@code time}, each with the version in force at
-   * {@code time}.
+   * {@code time}; unmodifiable when empty.
    */
   public Map<String, Version> changedAfter(long time) {
-    Map<String, Version> then = new HashMap<>();
     if (!anyChangedAfter(time)) {
-      return then;
+      // The common case, once per location on time: no allocation.
+      return Map.of();
     }
+    Map<String, Version> then = new HashMap<>();
     byFence.forEach((id, past) -> {
       if (past.get(past.size() - 1).until() > time) {
         for (Version v : past) {
