@@ -82,10 +82,16 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Time.</b> A location with event time t is evaluated against the fences holding exactly the
  * edits committed at or before t ({@link EventClock}). Snapshot reads, which carry no commit time,
- * are applied on arrival. A location older than the clock when it arrives is evaluated at once
- * against the current fences and counted as late. Everything depends only on elements and
- * watermarks, never on wall-clock time, so a replay after a restore emits the same triggers, with
- * the same deterministic ids.
+ * are applied on arrival. A location older than the clock when it arrives is evaluated at once,
+ * against the fence versions of its time ({@link FenceHistory}, kept in keyed state for the allowed
+ * lateness and pruned by event-time timers), or, beyond the lateness, is a {@code LATE} dead
+ * letter ({@link LocationTimePolicy}); one older than its object's newest is {@code OUT_OF_ORDER}
+ * ({@link Evaluation}). Everything depends only on elements and watermarks, never on wall-clock
+ * time, so a replay after a restore emits the same triggers, with the same deterministic ids.
+ *
+ * <p><b>Hold.</b> Locations wait in state while the index is not ready or the clock is behind them;
+ * at {@code maxHeldLocations} the subtask tells its coordinator, which pauses the location source
+ * until the hold is down to half ({@link dev.geofence.job.hold.HoldCoordinator}).
  *
  * <p><b>Bad input.</b> A fence geometry that does not decode goes to the dead-letter side output
  * with its reason; the edit still consumes its seq and the previous geometry stays in force. A
