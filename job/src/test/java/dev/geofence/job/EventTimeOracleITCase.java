@@ -45,8 +45,8 @@ class EventTimeOracleITCase extends EndToEndFixture {
   private static final Duration LATENESS = Duration.ofSeconds(30);
   /** How far back late batches reach: well within the lateness, whatever the clock's lag. */
   private static final long LATE_WINDOW_MS = 22_000;
-  private static final int WALKERS = 10;
-  private static final int LATE_OBJECTS = 5;
+  private static final int WALKERS = 30;
+  private static final int LATE_OBJECTS = 15;
 
   /** One version of a fence in the oracle's timeline: from its commit time on (MIN_VALUE: since ever), null when deleted. */
   private record Version(long from, Geometry shape) {}
@@ -205,7 +205,7 @@ class EventTimeOracleITCase extends EndToEndFixture {
         oracle.add(() -> evaluate(l));
       }
     }
-    for (int o = 0; o < 2; o++) {
+    for (int o = 0; o < 4; o++) {
       String object = "walker-" + random.nextInt(WALKERS);
       Location l = new Location(object, newest.get(object) - 1 - random.nextInt(2000), random.nextDouble(10), random.nextDouble(10), null);
       lines.add(LocationJson.format(l));
