@@ -6,9 +6,12 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.hold.GatedLocationSource;
 import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceIndexOperatorFactory;
 import dev.geofence.job.operator.FenceKey;
 import java.time.Duration;
+import java.util.UUID;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
@@ -16,6 +19,7 @@ import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.DataStreamSource;
@@ -84,6 +88,10 @@ public final class GeofenceJob {
 
   private GeofenceJob() {}
 
+  private static <S extends SourceSplit, E> Source<String, S, E> gated(Source<String, S, E> locations, String token) {
+    return new GatedLocationSource<>(locations, token);
+  }
+
   /** Adds the job's data flow to {@code env}. */
   public static void build(StreamExecutionEnvironment env, Endpoints endpoints, JobSettings settings) {
     // Fence changes carry their commit time; heartbeats advance it while fences are idle. The CDC
@@ -115,8 +123,11 @@ public final class GeofenceJob {
         .name("Fence edits, bucket fingerprints, stream position")
         .setParallelism(1);
 
+    // The fence index pauses the location source while its hold is full (its coordinator and the
+    // source's enumerator meet by this token, one per built job).
+    String holdToken = UUID.randomUUID().toString();
     DataStreamSource<String> lines = env
-        .fromSource(endpoints.locations(), WatermarkStrategy.noWatermarks(), "Location lines");
+        .fromSource(gated(endpoints.locations(), holdToken), WatermarkStrategy.noWatermarks(), "Location lines", Types.STRING);
     if (endpoints.locations() instanceof DataGeneratorSource) {
       // A generator numbers its locations in one sequence, which is also its timeline: split over
       // readers, all but the first would start far in the future.
@@ -124,7 +135,7 @@ public final class GeofenceJob {
     }
     SingleOutputStreamOperator<Location> locations = lines
         .uid(LOCATION_SOURCE_UID)
-        .process(new ParseLocations())
+        .process(new ParseLocations(settings.timePolicy()))
         .uid(PARSE_LOCATIONS_UID)
         .name("Parse locations");
     DataStream<Location> timed = locations.assignTimestampsAndWatermarks(
@@ -137,8 +148,11 @@ public final class GeofenceJob {
         .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))
         .connect(timed.broadcast())
         .transform(FENCE_INDEX_NAME, TypeInformation.of(GeofenceTrigger.class),
-            new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
-                env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH)))
+            new FenceIndexOperatorFactory(
+                new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
+                    env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH), settings.timePolicy())
+                    .maxHeldLocations(settings.maxHeldLocations()),
+                holdToken))
         .uid(FENCE_INDEX_UID);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.

@@ -2,6 +2,8 @@ package dev.geofence.job;
 
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.Objects;
@@ -15,6 +17,8 @@ public final class JobSettings implements Serializable {
   private final GeometryFormat geometryFormat;
   private final Duration locationOutOfOrderness;
   private final Duration locationIdleness;
+  private final LocationTimePolicy timePolicy;
+  private final int maxHeldLocations;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -27,6 +31,11 @@ public final class JobSettings implements Serializable {
     }
     this.locationOutOfOrderness = b.locationOutOfOrderness;
     this.locationIdleness = b.locationIdleness;
+    this.timePolicy = Objects.requireNonNull(b.timePolicy);
+    if (b.maxHeldLocations < 1) {
+      throw new IllegalArgumentException("the maximum of held locations must be positive, got " + b.maxHeldLocations);
+    }
+    this.maxHeldLocations = b.maxHeldLocations;
   }
 
   public static JobSettings defaults() {
@@ -55,12 +64,24 @@ public final class JobSettings implements Serializable {
     return locationIdleness;
   }
 
+  /** Which locations event time admits: allowed lateness and maximum clock skew. */
+  public LocationTimePolicy timePolicy() {
+    return timePolicy;
+  }
+
+  /** How many locations a fence index subtask holds before the location sources pause. */
+  public int maxHeldLocations() {
+    return maxHeldLocations;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
     private GeometryFormat geometryFormat = GeometryFormat.WKB;
     private Duration locationOutOfOrderness = Duration.ofSeconds(1);
     private Duration locationIdleness = Duration.ofSeconds(5);
+    private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+    private int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
 
     private Builder() {}
 
@@ -81,6 +102,16 @@ public final class JobSettings implements Serializable {
 
     public Builder locationIdleness(Duration locationIdleness) {
       this.locationIdleness = locationIdleness;
+      return this;
+    }
+
+    public Builder timePolicy(LocationTimePolicy timePolicy) {
+      this.timePolicy = timePolicy;
+      return this;
+    }
+
+    public Builder maxHeldLocations(int maxHeldLocations) {
+      this.maxHeldLocations = maxHeldLocations;
       return this;
     }
 

@@ -16,10 +16,12 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.time.LocationTimePolicy;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -113,6 +115,8 @@ abstract class EndToEndFixture {
         .setServerConfig("wal_level", "logical")
         .setServerConfig("max_replication_slots", "10")
         .setServerConfig("max_wal_senders", "10")
+        // So that a test can ask each edit's commit time, which is the time the job sees it at.
+        .setServerConfig("track_commit_timestamp", "on")
         .start();
   }
 
@@ -135,6 +139,10 @@ abstract class EndToEndFixture {
   String sourceUrl;
   /** Where the job writes its outputs, when not to {@link #url} (through a proxy that can cut it). */
   String sinkUrl;
+  /** The job's allowed lateness and maximum clock skew. */
+  LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+  /** How many locations a subtask of the fence index may hold before the location source pauses. */
+  int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 
@@ -220,6 +228,15 @@ abstract class EndToEndFixture {
    * timeless, so an edit made while it reads would reach locations older than the edit.
    */
   JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
+    JobClient job = launch(parallelism, stateBackend, savepoint);
+    if (savepoint == null) {
+      awaitEvaluated();
+    }
+    return job;
+  }
+
+  /** Starts the job, restoring from {@code savepoint} unless it is null, and waits for nothing. */
+  JobClient launch(int parallelism, String stateBackend, String savepoint) throws Exception {
     Configuration config = new Configuration();
     if (savepoint != null) {
       config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
@@ -257,13 +274,11 @@ abstract class EndToEndFixture {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
-    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).build());
+    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy)
+        .maxHeldLocations(maxHeldLocations).build());
     JobClient job = env.executeAsync("geofence-it");
     jobs.add(job);
     runsAt(parallelism);
-    if (savepoint == null) {
-      awaitEvaluated();
-    }
     return job;
   }
 
@@ -437,7 +452,7 @@ abstract class EndToEndFixture {
     Waiting.until("the database clock to pass the last location's time", PATIENCE, () -> databaseMillis() > lastLocationTime + 10);
   }
 
-  private long databaseMillis() throws Exception {
+  long databaseMillis() throws Exception {
     return queryLong("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
   }
 
@@ -714,7 +729,7 @@ abstract class EndToEndFixture {
     return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url)).path("counts");
   }
 
-  private static String get(HttpClient http, String url) throws Exception {
+  static String get(HttpClient http, String url) throws Exception {
     return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
   }
 

@@ -4,6 +4,7 @@ import static org.apache.flink.configuration.ConfigOptions.key;
 
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
@@ -101,6 +102,21 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<String> LOCATIONS_GROUP = key("geofence.locations.kafka-group").stringType().noDefaultValue()
       .withDescription("Kafka consumer group of kafka: locations; two jobs on one topic each need their own.");
+
+  public static final ConfigOption<Duration> ALLOWED_LATENESS = key("geofence.locations.allowed-lateness").durationType()
+      .defaultValue(LocationTimePolicy.DEFAULT_ALLOWED_LATENESS)
+      .withDescription("A location up to this far behind the fence clock is evaluated against the fences as they were at"
+          + " its time (superseded fence versions are kept this long); a later one is a LATE dead letter.");
+
+  public static final ConfigOption<Integer> MAX_HELD_LOCATIONS = key("geofence.locations.max-held").intType()
+      .defaultValue(100_000)
+      .withDescription("Locations a subtask of the fence index may hold while it cannot evaluate them (the index not ready,"
+          + " or the fence clock behind); when full, the location sources pause until it has room for half as many.");
+
+  public static final ConfigOption<Duration> MAX_CLOCK_SKEW = key("geofence.locations.max-clock-skew").durationType()
+      .defaultValue(LocationTimePolicy.DEFAULT_MAX_CLOCK_SKEW)
+      .withDescription("A location stamped more than this far ahead of the clock is a FUTURE_TIMESTAMP dead letter and"
+          + " moves no watermark.");
 
   // ---- outputs ------------------------------------------------------------------------------------
 

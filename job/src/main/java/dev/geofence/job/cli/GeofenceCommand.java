@@ -17,6 +17,7 @@ import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
 import dev.geofence.job.SavepointFiles;
 import dev.geofence.job.StateSettings;
+import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import java.io.PrintStream;
@@ -74,6 +75,9 @@ public final class GeofenceCommand {
       Flag.choice("startup", GeofenceOptions.STARTUP, GeofenceOptions.Startup.class),
       Flag.text("locations", "SPEC", GeofenceOptions.LOCATIONS).asRequired(),
       Flag.text("locations-group", "GROUP", GeofenceOptions.LOCATIONS_GROUP).defaultingTo("the job name"),
+      Flag.duration("allowed-lateness", GeofenceOptions.ALLOWED_LATENESS),
+      Flag.duration("max-clock-skew", GeofenceOptions.MAX_CLOCK_SKEW),
+      Flag.number("max-held-locations", "N", GeofenceOptions.MAX_HELD_LOCATIONS),
       Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
       Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
       Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
@@ -197,6 +201,9 @@ public final class GeofenceCommand {
         .geometryOptions(GeometryReadOptions.builder()
             .invalidPolicy(RUN.get(options, GeofenceOptions.INVALID_POLYGONS))
             .build())
+        .timePolicy(new LocationTimePolicy(
+            RUN.get(options, GeofenceOptions.ALLOWED_LATENESS), RUN.get(options, GeofenceOptions.MAX_CLOCK_SKEW)))
+        .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
         .build();
 
     Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);

@@ -5,6 +5,8 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.time.FenceHistory;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -17,7 +19,18 @@ import java.util.function.Consumer;
  * a fence now and was not at its previous evaluation for that fence, EXIT when it was and is not,
  * or when the fence is deleted under it. Who is inside which fence is kept twice: durably per fence
  * by the owner ({@link Membership}, keyed state), and here per object in memory, rebuilt from the
- * former on every restore, so that a location costs no keyed-state read. Not thread-safe.
+ * former on every restore, so that a location costs no keyed-state read.
+ *
+ * <p>A location is evaluated against the fences in force at its time: the index holds the current
+ * versions, and for a location older than the newest edit, {@link FenceHistory} says which fences
+ * have changed since and what they were then. A fence deleted since the location's time is left
+ * as it is: its delete's EXIT closed every presence in it, and a late location does not reopen
+ * what was closed.
+ *
+ * <p>An object's presence moves forward in its own event time only: a location older than the
+ * newest one evaluated for its object (a late one, arriving after a newer one was evaluated) is
+ * refused ({@link OutOfOrder}) and changes nothing. Locations of the same time are all evaluated.
+ * Not thread-safe.
  */
 final class Evaluation {
 
@@ -28,16 +41,28 @@ final class Evaluation {
     void left(String fenceId, String objectId) throws Exception;
   }
 
+  /** Told of a location older than the newest evaluated for its object, which changed nothing. */
+  interface OutOfOrder {
+    void refused(Location location, long newest);
+  }
+
   private final FenceSet fences;
+  private final FenceHistory history;
   private final Membership membership;
   private final Consumer<GeofenceTrigger> emit;
   private final int maxParallelism;
   private final int ownStart;
   private final int ownEnd;
   private final Map<String, Set<String>> fencesByObject = new HashMap<>();
+  /** The time of the newest location evaluated for each object, of those still needed ({@link #forgetOlderThan}). */
+  private final Map<String, Long> newestByObject = new HashMap<>();
+  private final OutOfOrder outOfOrder;
 
-  Evaluation(FenceSet fences, Membership membership, Consumer<GeofenceTrigger> emit, int maxParallelism, int ownStart, int ownEnd) {
+  Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
+      OutOfOrder outOfOrder, int maxParallelism, int ownStart, int ownEnd) {
     this.fences = fences;
+    this.history = history;
+    this.outOfOrder = outOfOrder;
     this.membership = membership;
     this.emit = emit;
     this.maxParallelism = maxParallelism;
@@ -55,7 +80,29 @@ final class Evaluation {
    * subtask's, except for a location a restore handed over for part of them.
    */
   void evaluate(Location location, int start, int end) throws Exception {
+    Long newest = newestByObject.get(location.objectId);
+    if (newest != null && location.timestamp < newest) {
+      outOfOrder.refused(location, newest);
+      return;
+    }
+    newestByObject.put(location.objectId, location.timestamp);
     List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
+    // Usually empty: only a location older than the newest edit finds fences changed since.
+    Map<String, FenceHistory.Version> then = history.changedAfter(location.timestamp);
+    Set<String> untouched = Set.of();
+    if (!then.isEmpty()) {
+      covering = new ArrayList<>(covering);
+      covering.removeIf(then::containsKey);
+      untouched = new HashSet<>();
+      for (Map.Entry<String, FenceHistory.Version> past : then.entrySet()) {
+        String fenceId = past.getKey();
+        if (history.deletedAfter(fenceId, location.timestamp, !fences.isLive(fenceId))) {
+          untouched.add(fenceId);
+        } else if (past.getValue().covers(location.lon, location.lat, location.tenant)) {
+          covering.add(fenceId);
+        }
+      }
+    }
     Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
     if (before.isEmpty() && covering.isEmpty()) {
       return;
@@ -64,17 +111,17 @@ final class Evaluation {
     Set<String> inside = new HashSet<>(before);
     long now = System.currentTimeMillis();
     for (String fenceId : covering) {
-      if ((whole || inKeyGroups(fenceId, start, end)) && inside.add(fenceId)) {
+      if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
-            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
+            location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
       }
     }
     for (String fenceId : before) {
-      if ((whole || inKeyGroups(fenceId, start, end)) && !covering.contains(fenceId)) {
+      if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && !covering.contains(fenceId)) {
         membership.left(fenceId, location.objectId);
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
-            location.lon, location.lat, fences.seqOf(fenceId), location.tenant, now));
+            location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
         inside.remove(fenceId);
       }
     }
@@ -83,6 +130,24 @@ final class Evaluation {
     } else {
       fencesByObject.put(location.objectId, inside);
     }
+  }
+
+  /** A restored time of the newest location evaluated for an object (the newest of several wins). */
+  void restoreNewest(String objectId, long time) {
+    newestByObject.merge(objectId, time, Math::max);
+  }
+
+  /** The newest location time of each object, for operator state. */
+  Map<String, Long> newestByObject() {
+    return newestByObject;
+  }
+
+  /**
+   * Forgets the objects whose newest location is older than {@code horizon}: a location older
+   * than that is never evaluated (it is late), so their order needs no check.
+   */
+  void forgetOlderThan(long horizon) {
+    newestByObject.values().removeIf(time -> time < horizon);
   }
 
   /**
@@ -101,6 +166,12 @@ final class Evaluation {
         }
       }
     }
+  }
+
+  /** The seq of the fence's version in force at the location's time. */
+  private long seqAt(String fenceId, Map<String, FenceHistory.Version> then) {
+    FenceHistory.Version past = then.get(fenceId);
+    return past != null ? past.seq() : fences.seqOf(fenceId);
   }
 
   private boolean inKeyGroups(String fenceId, int start, int end) {

@@ -122,6 +122,12 @@ final class EventClock {
     }
   }
 
+  /** The time of the oldest held location, or {@link Long#MAX_VALUE} if none is held. */
+  long oldestHeld() {
+    Held held = locations.peek();
+    return held == null ? Long.MAX_VALUE : held.location().timestamp;
+  }
+
   /** The time of the oldest location not yet evaluated: held, or yet to come within its watermark. */
   private long oldestUnevaluatedLocation() {
     Held held = locations.peek();

@@ -19,9 +19,16 @@ public final class FenceIndexMetrics {
   public static final String SNAPSHOT_AGE_MS = "snapshot_age_ms";
   public static final String PENDING_LOCATIONS = "pending_locations";
   public static final String PENDING_EDITS = "pending_edits";
+  /** Superseded fence versions kept for late locations. */
+  public static final String FENCE_HISTORY_VERSIONS = "fence_history_versions";
 
   // Counters: what happened so far in this attempt.
+  /** Locations evaluated after the clock had passed them (within the allowed lateness). */
   public static final String LATE_LOCATIONS = "late_locations";
+  /** Locations beyond the allowed lateness: LATE dead letters. */
+  public static final String TOO_LATE_LOCATIONS = "too_late_locations";
+  /** Locations older than the newest evaluated for their object: OUT_OF_ORDER dead letters. */
+  public static final String OUT_OF_ORDER_LOCATIONS = "out_of_order_locations";
   public static final String EDITS_APPLIED = "edits_applied";
   public static final String EDITS_DUPLICATE = "edits_duplicate";
   public static final String EDITS_STALE = "edits_stale";

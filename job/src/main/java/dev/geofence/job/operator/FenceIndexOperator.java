@@ -5,8 +5,10 @@ import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.job.hold.HeldLocationsEvent;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -14,12 +16,16 @@ import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.EditOutcome;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.time.FenceHistory;
+import dev.geofence.state.time.LocationTimePolicy;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collections;
@@ -38,7 +44,10 @@ import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.common.typeutils.base.StringSerializer;
+import org.apache.flink.api.common.typeutils.base.LongSerializer;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.operators.coordination.OperatorEventGateway;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyedStateBackend;
@@ -47,7 +56,10 @@ import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.InternalTimerService;
 import org.apache.flink.streaming.api.operators.StreamTaskStateInitializer;
+import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -73,17 +85,23 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Time.</b> A location with event time t is evaluated against the fences holding exactly the
  * edits committed at or before t ({@link EventClock}). Snapshot reads, which carry no commit time,
- * are applied on arrival. A location older than the clock when it arrives is evaluated at once
- * against the current fences and counted as late. Everything depends only on elements and
- * watermarks, never on wall-clock time, so a replay after a restore emits the same triggers, with
- * the same deterministic ids.
+ * are applied on arrival. A location older than the clock when it arrives is evaluated at once,
+ * against the fence versions of its time ({@link FenceHistory}, kept in keyed state for the allowed
+ * lateness and pruned by event-time timers), or, beyond the lateness, is a {@code LATE} dead
+ * letter ({@link LocationTimePolicy}); one older than its object's newest is {@code OUT_OF_ORDER}
+ * ({@link Evaluation}). Everything depends only on elements and watermarks, never on wall-clock
+ * time, so a replay after a restore emits the same triggers, with the same deterministic ids.
+ *
+ * <p><b>Hold.</b> Locations wait in state while the index is not ready or the clock is behind them;
+ * at {@code maxHeldLocations} the subtask tells its coordinator, which pauses the location source
+ * until the hold is down to half ({@link dev.geofence.job.hold.HoldCoordinator}).
  *
  * <p><b>Bad input.</b> A fence geometry that does not decode goes to the dead-letter side output
  * with its reason; the edit still consumes its seq and the previous geometry stays in force. A
  * repaired geometry is used and reported as a warning.
  */
 public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTrigger>
-    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger> {
+    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger>, Triggerable<FenceKey, VoidNamespace> {
 
   private static final long serialVersionUID = 1L;
 
@@ -91,7 +109,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public static final OutputTag<HydrationEpisode> HYDRATION_EPISODES =
       new OutputTag<>("hydration-episodes", TypeInformation.of(HydrationEpisode.class));
 
-  /** Dead letters of fence edits this operator could not use as they were. */
+  /** Dead letters of fence edits this operator could not use as they were, and of locations time refused. */
   public static final OutputTag<DeadLetter> DEAD_LETTERS =
       new OutputTag<>("fence-dead-letters", TypeInformation.of(DeadLetter.class));
 
@@ -103,6 +121,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private static final String LEGACY_BUCKET_STATS_STATE = "bucket-stats";
   private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
+  private static final String HISTORY_STATE = "fence-history";
 
   /**
    * Every fence's stored version, a map per bucket (keyed like the bucket's fingerprint): a restore
@@ -149,6 +168,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new ValueStateDescriptor<>(LEGACY_STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
   }
 
+  /** Each fence's versions superseded within the allowed lateness, by the time each ended ({@link FenceHistory}). */
+  private static MapStateDescriptor<Long, StoredFence> historyStateDescriptor() {
+    return new MapStateDescriptor<>(HISTORY_STATE, LongSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
+  }
+
   private static ListStateDescriptor<FenceChange> pendingEditsStateDescriptor() {
     return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
   }
@@ -162,6 +186,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** How often the task thread takes what the recovery thread has for it, while it works. */
   static final long RECOVERY_POLL_MS = 10;
 
+  /** The default of {@code --max-held-locations}. */
+  public static final int DEFAULT_MAX_HELD_LOCATIONS = 100_000;
+
+  /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
+  private static final int MIN_OBJECTS_KEPT = 1024;
+
+  /** How long after a pruning that held locations kept from it to try again, at the least. */
+  private static final long HISTORY_RETRY_MS = 1_000;
+
   /** Rows of a rebuild applied per poll, so that checkpoints and the stream are not held up. */
   private static final int ROWS_PER_POLL = 2_000;
 
@@ -174,6 +207,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final FenceSourceOptions source;
   /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
   private final String savepointPath;
+  private final LocationTimePolicy timePolicy;
+  /** How many locations a subtask holds before it asks for the location sources to pause. */
+  private int maxHeldLocations = DEFAULT_MAX_HELD_LOCATIONS;
+  /** Where this subtask says its hold is full, or null when it runs without a coordinator (tests). */
+  private transient OperatorEventGateway holdGateway;
+  private transient boolean holdFull;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
   private boolean perFenceLayout;
@@ -190,9 +229,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient ValueState<StoredPosition> positionState;
   private transient ValueState<FenceChange> legacyBucketStatsState;
   private transient ValueState<FenceChange> legacyStreamPositionState;
+  private transient MapState<Long, StoredFence> historyState;
+  private transient InternalTimerService<VoidNamespace> historyTimers;
   private transient ListState<String> untrustedState;
+  private transient ListState<Tuple2<String, Long>> objectTimesState;
 
   private transient FenceSet fences;
+  private transient FenceHistory history;
   private transient FenceDecoder decoder;
   private transient Readiness readiness;
   private transient HydrationRecorder recorder;
@@ -203,6 +246,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient KeyGroupRange ownKeyGroups;
   private transient long installedAt;
   private transient long lateLocations;
+  private transient long tooLateLocations;
+  private transient long outOfOrderLocations;
+  /** When the objects' newest times are next pruned (see {@link #processWatermark}). */
+  private transient int forgetObjectsAbove = MIN_OBJECTS_KEPT;
   /** Fence edits received from the stream, applied or still queued. */
   private transient long editsReceived;
   private transient long restoredLsn;
@@ -224,10 +271,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    */
   public FenceIndexOperator(
       GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source, String savepointPath) {
+    this(geometryOptions, geometryFormat, source, savepointPath, LocationTimePolicy.defaults());
+  }
+
+  /** @param timePolicy the allowed lateness of locations, and how long fence history is kept for it */
+  public FenceIndexOperator(
+      GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, FenceSourceOptions source, String savepointPath,
+      LocationTimePolicy timePolicy) {
     this.geometryOptions = geometryOptions;
     this.geometryFormat = geometryFormat;
     this.source = source;
     this.savepointPath = savepointPath;
+    this.timePolicy = timePolicy;
   }
 
   // ---- start and restore ---------------------------------------------------------------------------
@@ -255,16 +310,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     positionState = context.getKeyedStateStore().getState(positionStateDescriptor());
     legacyBucketStatsState = context.getKeyedStateStore().getState(legacyBucketStatsStateDescriptor());
     legacyStreamPositionState = context.getKeyedStateStore().getState(legacyStreamPositionStateDescriptor());
+    historyState = context.getKeyedStateStore().getMapState(historyStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
+    objectTimesState = context.getOperatorStateStore().getUnionListState(
+        new ListStateDescriptor<>("object-times", Types.TUPLE(Types.STRING, Types.LONG)));
 
     maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     ownKeyGroups = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
+    history = new FenceHistory();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, new KeyedMembership(), this::emit, maxParallelism,
+    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, maxParallelism,
         ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -282,6 +341,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     for (Long restored : clockState.get()) {
       clock.advanceTo(restored);
+    }
+    for (Tuple2<String, Long> newest : objectTimesState.get()) {
+      evaluation.restoreNewest(newest.f0, newest.f1);
     }
     restoredLsn = readiness.streamLsn();
     restoredTime = readiness.streamTime();
@@ -407,6 +469,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         });
     backend.applyToAllKeys(
         VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        historyStateDescriptor(),
+        (FenceKey key, MapState<Long, StoredFence> state) -> {
+          List<Long> ends = new ArrayList<>();
+          state.keys().forEach(ends::add);
+          Collections.sort(ends);
+          for (Long until : ends) {
+            StoredFence version = state.get(until);
+            history.superseded(key.id, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
+          }
+        });
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
         pendingEditsStateDescriptor(),
         (FenceKey key, ListState<FenceChange> state) -> {
           for (FenceChange change : state.get()) {
@@ -424,6 +498,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void open() throws Exception {
     super.open();
+    historyTimers = getInternalTimerService(HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
     if (source != null) {
       recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
@@ -437,6 +512,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       recorder.record();
     }
     recorder.update();
+    // A restored hold may be full already.
+    maybeReportHold();
   }
 
   private void registerMetrics() {
@@ -454,6 +531,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge(FenceIndexMetrics.PENDING_EDITS, () -> clock.pendingEdits());
     getMetricGroup().gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
+    getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
+    getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
+    getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_STALE, new CountOf(fences::staleCount));
@@ -466,6 +546,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.snapshotState(context);
     pendingLocationsState.update(clock.held());
     clockState.update(List.of(clock.time()));
+    // Every subtask evaluates every location, so each writes its share of the objects and a
+    // restore reads each object once; if two subtasks' orders differed, the newest time wins.
+    evaluation.forgetOlderThan(historyHorizon());
+    int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    int subtasks = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
+    List<Tuple2<String, Long>> share = new ArrayList<>();
+    evaluation.newestByObject().forEach((object, time) -> {
+      if (Math.floorMod(object.hashCode(), subtasks) == subtask) {
+        share.add(Tuple2.of(object, time));
+      }
+    });
+    objectTimesState.update(share);
     // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
     // stream will bring again: restored, it is read again, as a rebuild.
     String untrusted = readiness.distrust() != null ? readiness.distrust()
@@ -562,7 +654,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -680,7 +772,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -711,10 +803,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    */
   private void apply(List<FenceChange> changes, List<FenceDecoder.Decoded> decoded) throws Exception {
     List<FenceEdit> run = new ArrayList<>();
+    // The version in force before each edit, for the history; read only when an edit needs it.
+    FenceHistory.Version inForce = null;
     for (int i = 0; i < changes.size(); i++) {
       FenceChange change = changes.get(i);
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
+        boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
           if (perRecordLayout) {
             legacyBucketStatsState.update(change);
@@ -722,12 +817,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
             fingerprintState.update(StoredFingerprint.of(change));
           }
         }
+        if (wasReady && !readiness.ready()) {
+          LOG.warn("Bucket {} at the source no longer matches the fences this subtask holds for it ({} buckets unmatched):"
+              + " locations are held until it does", change.bucket, readiness.fingerprints().unmatched());
+        }
         continue;
       }
       // A version no newer than the stored one (a redelivery: a rebuild's overlap with the stream,
       // a replay after a restore) never takes effect: its geometry is not decoded at all.
       boolean takesNoEffect = !change.delete && change.seq <= fences.seqOf(change.fenceId);
       FenceEdit edit = edit(change, takesNoEffect ? null : decoded == null ? decoder.decode(change) : decoded.get(i));
+      if (!takesNoEffect) {
+        inForce = keepHistory(edit, inForce);
+      }
       run.add(edit);
       if (edit.kind() == EditKind.DELETE) {
         applyCoalesced(EditCoalescer.coalesce(run).get(0));
@@ -737,6 +839,72 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (!run.isEmpty()) {
       applyCoalesced(EditCoalescer.coalesce(run).get(0));
     }
+  }
+
+  /**
+   * Keeps the version an edit supersedes in the history, if a location still to be evaluated may
+   * be older than the edit, and returns the version the edit puts in force. Every version between
+   * two locations is kept, though only the newest reaches the index: a late location may fall
+   * between them. A read of the source says nothing of a fence's past, which is forgotten.
+   */
+  private FenceHistory.Version keepHistory(FenceEdit edit, FenceHistory.Version inForce) throws Exception {
+    String id = edit.fenceId();
+    if (edit.origin() == EditOrigin.SNAPSHOT) {
+      if (!history.of(id).isEmpty()) {
+        history.forget(id);
+        historyState.clear();
+      }
+      return null;
+    }
+    long seqBefore = inForce != null ? inForce.seq() : fences.seqOf(id);
+    if (edit.seq() <= seqBefore) {
+      return inForce;
+    }
+    FenceGeometry geometryBefore = inForce != null ? inForce.geometry() : fences.index().get(id);
+    long until = edit.commitTimeMillis();
+    if (until > historyHorizon()) {
+      String tenantBefore = inForce != null ? inForce.tenant() : storedTenant(id);
+      if (history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until))) {
+        historyState.put(until, new StoredFence(seqBefore, geometryBefore == null, geometryBefore, tenantBefore, 0, 0));
+        historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, until + timePolicy.allowedLateness().toMillis());
+      }
+    }
+    // A refused upsert leaves the geometry in force as it was.
+    FenceGeometry after = edit.kind() == EditKind.DELETE ? null : edit.geometry() != null ? edit.geometry() : geometryBefore;
+    return new FenceHistory.Version(edit.seq(), after, edit.tenant(), Long.MAX_VALUE);
+  }
+
+  /** No location still to be evaluated is older than this: history that ended at or before it is needed no more. */
+  private long historyHorizon() {
+    return Math.min(timePolicy.historyHorizon(clock.time()), clock.oldestHeld());
+  }
+
+  /** A fence's history is due for pruning (the timer {@link #keepHistory} set). */
+  @Override
+  public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) throws Exception {
+    long horizon = historyHorizon();
+    long oldest = history.prune(timer.getKey().id, horizon);
+    List<Long> ended = new ArrayList<>();
+    for (Long until : historyState.keys()) {
+      if (until <= horizon) {
+        ended.add(until);
+      }
+    }
+    for (Long until : ended) {
+      historyState.remove(until);
+    }
+    if (oldest != Long.MIN_VALUE) {
+      // Kept for a held location older than the lateness allows (the index was not ready): later.
+      long lateness = timePolicy.allowedLateness().toMillis();
+      long next = oldest + lateness > timer.getTimestamp() ? oldest + lateness
+          : historyTimers.currentWatermark() + Math.max(lateness, HISTORY_RETRY_MS);
+      historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, next);
+    }
+  }
+
+  @Override
+  public void onProcessingTime(InternalTimer<FenceKey, VoidNamespace> timer) {
+    throw new IllegalStateException("the fence index sets no processing-time timers on keys");
   }
 
   /** Seq-checks one coalesced edit, then updates keyed state and the index, and EXITs on delete. */
@@ -842,13 +1010,33 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void processElement2(StreamRecord<Location> record) throws Exception {
     Location location = record.getValue();
+    if (timePolicy.isLate(location.timestamp, clock.time())) {
+      // Its fences' versions of then may be gone: a dead letter, never a different answer.
+      tooLateLocations++;
+      deadLetter(location, LocationTimePolicy.LATE, "more than the allowed lateness of " + timePolicy.allowedLateness().toMillis()
+          + " ms behind the fence index's clock at " + Instant.ofEpochMilli(clock.time()));
+      return;
+    }
     if (location.timestamp <= clock.time() && readiness.ready()) {
       lateLocations++;
       evaluation.evaluate(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     } else {
       // Not due yet, or the index is not provably complete: held, in state, none lost.
       clock.hold(location, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
+      maybeReportHold();
     }
+  }
+
+  /** A location older than the newest evaluated for its object: it changed nothing. */
+  private void outOfOrder(Location location, long newest) {
+    outOfOrderLocations++;
+    deadLetter(location, LocationTimePolicy.OUT_OF_ORDER, "older than the location of " + Instant.ofEpochMilli(newest)
+        + " already evaluated for this object, whose presence only moves forward in its own event time");
+  }
+
+  private void deadLetter(Location location, String reason, String detail) {
+    output.collect(DEAD_LETTERS, new StreamRecord<>(new DeadLetter("location", location.objectId, 0, "ERROR", reason, detail,
+        LocationJson.format(location), location.timestamp, System.currentTimeMillis())));
   }
 
   private void emit(GeofenceTrigger trigger) {
@@ -861,7 +1049,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark(Watermark mark) throws Exception {
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
+      // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
+      if (evaluation.newestByObject().size() > forgetObjectsAbove) {
+        evaluation.forgetOlderThan(historyHorizon());
+        forgetObjectsAbove = Math.max(MIN_OBJECTS_KEPT, 2 * evaluation.newestByObject().size());
+      }
     }
     super.processWatermark(mark);
   }
@@ -870,6 +1063,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark2(Watermark mark) throws Exception {
     clock.locationWatermark(mark.getTimestamp());
     super.processWatermark2(mark);
+  }
+
+  /** Applies and evaluates what the clock has let through, and says if the hold has room again. */
+  private void release() throws Exception {
+    clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+    maybeReportHold();
   }
 
   /** What the clock releases: a fence's edits up to a time, or a location to evaluate. */
@@ -945,6 +1144,41 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
   }
 
+  // ---- the bounded hold -----------------------------------------------------------------------------
+
+  /** At most this many locations held (the sources pause at it and resume at half of it). */
+  public FenceIndexOperator maxHeldLocations(int max) {
+    if (max < 1) {
+      throw new IllegalArgumentException("the maximum of held locations must be positive, got " + max);
+    }
+    this.maxHeldLocations = max;
+    return this;
+  }
+
+  /** Set by the operator's factory: the gateway to the coordinator that pauses the location sources. */
+  void reportHoldTo(OperatorEventGateway gateway) {
+    this.holdGateway = gateway;
+  }
+
+  /**
+   * Says when the hold becomes full, and when it has room again (at half, so that the sources do
+   * not flap): the coordinator pauses the location sources meanwhile. What is already on its way
+   * still arrives and is held, so the hold may pass the bound by what the network buffers carry.
+   */
+  private void maybeReportHold() {
+    if (holdGateway == null) {
+      return;
+    }
+    int held = clock.heldLocations();
+    boolean full = holdFull ? held > maxHeldLocations / 2 : held >= maxHeldLocations;
+    if (full != holdFull) {
+      holdFull = full;
+      holdGateway.sendEventToCoordinator(new HeldLocationsEvent(full));
+      LOG.info(full ? "{} locations held, the most this subtask may hold: it asks for the location sources to pause"
+          : "{} locations held: room again, the location sources may resume", held);
+    }
+  }
+
   // ---- for tests -----------------------------------------------------------------------------------
 
   /**
@@ -970,6 +1204,22 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   LoadPhase phase() {
     return recorder.phase();
+  }
+
+  long historyVersions() {
+    return history.versions();
+  }
+
+  long lateLocationCount() {
+    return lateLocations;
+  }
+
+  long outOfOrderLocationCount() {
+    return outOfOrderLocations;
+  }
+
+  long tooLateLocationCount() {
+    return tooLateLocations;
   }
 
   FenceSet fences() {

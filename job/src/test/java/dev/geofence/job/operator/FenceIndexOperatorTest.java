@@ -368,7 +368,8 @@ class FenceIndexOperatorTest {
     return harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB), parallelism, subtask, backend);
   }
 
-  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
+  /** A harness of {@code operator} as subtask {@code subtask} of {@code parallelism}, max parallelism 128. */
+  static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
       FenceIndexOperator operator, int parallelism, int subtask, String backend) throws Exception {
     var harness = new KeyedTwoInputStreamOperatorTestHarness<>(
         operator,
@@ -379,7 +380,7 @@ class FenceIndexOperatorTest {
     return harness;
   }
 
-  private static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
+  static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)
       throws Exception {
     h.processBothWatermarks(new Watermark(t));
   }

@@ -1,0 +1,94 @@
+package dev.geofence.job.hold;
+
+import java.util.BitSet;
+import java.util.concurrent.CompletableFuture;
+import org.apache.flink.runtime.jobgraph.OperatorID;
+import org.apache.flink.runtime.operators.coordination.OperatorCoordinator;
+import org.apache.flink.runtime.operators.coordination.OperatorEvent;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The fence index operator's coordinator: pauses the job's location sources while any subtask's
+ * hold of locations is full, and resumes them once every subtask has room again ({@link
+ * HeldLocationsEvent}). Every location reaches every subtask, so one full subtask is reason
+ * enough. It keeps nothing in checkpoints: a restored subtask says again how full it is, and a
+ * failed one is taken to have room (its successor says otherwise if it has not).
+ */
+public final class HoldCoordinator implements OperatorCoordinator {
+
+  private static final Logger LOG = LoggerFactory.getLogger(HoldCoordinator.class);
+
+  private final String token;
+  private final BitSet full = new BitSet();
+
+  HoldCoordinator(String token) {
+    this.token = token;
+  }
+
+  @Override
+  public void start() {
+    HoldGate.of(token);
+  }
+
+  @Override
+  public void close() {
+    HoldGate.release(token);
+  }
+
+  @Override
+  public synchronized void handleEventFromOperator(int subtask, int attemptNumber, OperatorEvent event) {
+    if (event instanceof HeldLocationsEvent held) {
+      full.set(subtask, held.full());
+      update();
+    }
+  }
+
+  private void update() {
+    boolean pause = !full.isEmpty();
+    if (pause != HoldGate.of(token).paused()) {
+      LOG.info(pause ? "Subtasks {} of the fence index hold as many locations as they may: the location sources pause"
+          : "Every subtask of the fence index has room for locations again{}: the location sources resume", pause ? full : "");
+    }
+    HoldGate.of(token).set(pause);
+  }
+
+  @Override
+  public void checkpointCoordinator(long checkpointId, CompletableFuture<byte[]> result) {
+    result.complete(new byte[0]);
+  }
+
+  @Override
+  public void notifyCheckpointComplete(long checkpointId) {}
+
+  @Override
+  public synchronized void resetToCheckpoint(long checkpointId, byte[] checkpointData) {
+    full.clear();
+    update();
+  }
+
+  @Override
+  public synchronized void subtaskReset(int subtask, long checkpointId) {
+    full.clear(subtask);
+    update();
+  }
+
+  @Override
+  public synchronized void executionAttemptFailed(int subtask, int attemptNumber, Throwable reason) {
+    full.clear(subtask);
+    update();
+  }
+
+  @Override
+  public void executionAttemptReady(int subtask, int attemptNumber, SubtaskGateway gateway) {}
+
+  /** Makes the coordinator of one built job. */
+  public record Provider(OperatorID getOperatorId, String token) implements OperatorCoordinator.Provider {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public OperatorCoordinator create(Context context) {
+      return new HoldCoordinator(token);
+    }
+  }
+}

@@ -1,0 +1,290 @@
+package dev.geofence.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.location.LocationJson;
+import dev.geofence.connectors.model.Location;
+import dev.geofence.state.time.LocationTimePolicy;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.flink.core.execution.JobClient;
+import org.junit.jupiter.api.Test;
+import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Geometry;
+import org.locationtech.jts.geom.Point;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The time rules of README's "Time" end to end, against an oracle of time: generated phases of
+ * fence inserts, reshapes and deletes, objects moving on time, late batches within the allowed
+ * lateness, locations beyond it, out of order for their object and from the future, through the
+ * real job and a real PostgreSQL with {@code track_commit_timestamp = on}, so that the oracle knows
+ * the commit time of every edit, which is the time the job sees it at. The oracle evaluates each
+ * location with JTS against the fence versions in force at its time and keeps each object's
+ * presence in its own event time, by the rules alone; {@code geofence_triggers} and the
+ * locations' dead letters must equal it exactly. The job starts at parallelism 1, is stopped with
+ * a savepoint in the middle and restored at parallelism 3, and the late locations after the
+ * restore need the fence history of before it.
+ *
+ * <p>Each phase is made so that the job's order is determined: edits wait until the database
+ * clock has passed every location so far; the locations of a messy file are evaluated at once or
+ * held (never before an edit they precede: no edit is made until the file is evaluated), and a
+ * sentinel at the end of the file, in the same reader's order, says when every subtask has.
+ */
+class EventTimeOracleITCase extends EndToEndFixture {
+
+  private static final Duration LATENESS = Duration.ofSeconds(30);
+  /** How far back late batches reach: well within the lateness, whatever the clock's lag. */
+  private static final long LATE_WINDOW_MS = 22_000;
+  private static final int WALKERS = 30;
+  private static final int LATE_OBJECTS = 15;
+
+  /** One version of a fence in the oracle's timeline: from its commit time on (MIN_VALUE: since ever), null when deleted. */
+  private record Version(long from, Geometry shape) {}
+
+  private final Map<String, List<Version>> timelines = new HashMap<>();
+  private final Map<String, Set<String>> presence = new HashMap<>();
+  private final Map<String, Long> newest = new HashMap<>();
+  private final Set<String> expectedTriggers = new TreeSet<>();
+  private final Set<String> expectedLetters = new TreeSet<>();
+  private int fenceIds;
+  private int lateSentinels;
+  private int strays;
+  /** The fixture's last sentinel object, inside every sentinel fence. */
+  private String lastSentinel;
+  /** Late locations whose answer differs from what the current fences would have given. */
+  private int historicAnswers;
+
+  @Test
+  void triggersAndDeadLettersAreTheOraclesOfTimeAcrossARestore() throws Exception {
+    database("event_time_oracle", 16);
+    timePolicy = new LocationTimePolicy(LATENESS, Duration.ofSeconds(30));
+    for (int i = 0; i < 10; i++) {
+      createFence(Long.MIN_VALUE);
+    }
+    JobClient first = start(1, "hashmap");
+    for (int phase = 0; phase < 2; phase++) {
+      phase();
+    }
+    // Edits just before the stop: the late batches after the restore fall before them.
+    edits();
+    String savepoint = stopWithSavepoint(first);
+    start(3, "rocksdb", savepoint);
+    runsAt(3);
+    lastSentinel = awaitEvaluated();
+    messyFile();
+    for (int phase = 0; phase < 2; phase++) {
+      phase();
+    }
+
+    Set<String> written = new TreeSet<>();
+    for (String row : triggers()) {
+      if (!row.startsWith("sentinel-") && !row.startsWith("late-sentinel-")) {
+        written.add(row);
+      }
+    }
+    assertThat(written).as("geofence_triggers, against the oracle of time").isEqualTo(expectedTriggers);
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id NOT LIKE '%sentinel-%'"))
+        .as("no trigger written twice").isEqualTo(expectedTriggers.size());
+    assertThat(locationDeadLetters()).as("the locations' dead letters").isEqualTo(expectedLetters);
+    assertThat(expectedLetters).as("every rule was exercised")
+        .anyMatch(l -> l.contains(" LATE ")).anyMatch(l -> l.contains(" OUT_OF_ORDER ")).anyMatch(l -> l.contains(" FUTURE_TIMESTAMP "));
+    assertThat(historicAnswers).as("locations whose answer the superseded versions decided").isPositive();
+    LoggerFactory.getLogger(EventTimeOracleITCase.class).info("{} triggers and {} dead letters as the oracle's; {} answers of superseded versions",
+        expectedTriggers.size(), expectedLetters.size(), historicAnswers);
+  }
+
+  /** Edits, then objects moving on time, then a messy file. */
+  private void phase() throws Exception {
+    edits();
+    List<Location> moves = new ArrayList<>();
+    long t = nextLocationTime();
+    for (int step = 0; step < 2; step++) {
+      for (int o = 0; o < WALKERS; o++) {
+        moves.add(new Location("walker-" + o, t + step * 20 + o, random.nextDouble(-0.5, 10.5), random.nextDouble(-0.5, 10.5), null));
+      }
+    }
+    write(moves);
+    for (Location l : moves) {
+      evaluate(l);
+    }
+    lastSentinel = awaitEvaluated();
+    messyFile();
+  }
+
+  /** Three random edits: a creation, a reshape, a delete or a re-creation. */
+  private void edits() throws Exception {
+    for (int e = 0; e < 3; e++) {
+      List<String> live = timelines.keySet().stream().filter(id -> current(id) != null).sorted().toList();
+      List<String> deleted = timelines.keySet().stream().filter(id -> current(id) == null).sorted().toList();
+      int kind = random.nextInt(4);
+      if (kind == 0 || live.size() < 4) {
+        createFence(0);
+      } else if (kind == 1 && !deleted.isEmpty()) {
+        String id = deleted.get(random.nextInt(deleted.size()));
+        upsertFence(id, shape());
+        record(id, fences.get(id), commitTime("fences", id));
+      } else if (kind == 2) {
+        String id = live.get(random.nextInt(live.size()));
+        upsertFence(id, shape());
+        record(id, fences.get(id), commitTime("fences", id));
+      } else {
+        String id = live.get(random.nextInt(live.size()));
+        deleteFence(id);
+        long at = commitTime("fence_tombstones", id);
+        record(id, null, at);
+        // The delete EXITs every object inside, at once.
+        presence.forEach((object, inside) -> {
+          if (inside.remove(id)) {
+            expectedTriggers.add(object + " " + id + " EXIT delete");
+          }
+        });
+      }
+    }
+  }
+
+  private void createFence(long since) throws Exception {
+    String id = "fence-" + fenceIds++;
+    upsertFence(id, shape());
+    record(id, fences.get(id), since == Long.MIN_VALUE ? Long.MIN_VALUE : commitTime("fences", id));
+  }
+
+  private Geometry shape() {
+    return GeneratedFences.star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble(2), 6 + random.nextInt(30));
+  }
+
+  private void record(String id, Geometry shape, long from) {
+    timelines.computeIfAbsent(id, k -> new ArrayList<>()).add(new Version(from, shape));
+  }
+
+  /** The commit time of the row's last write, in milliseconds as the change stream carries it. */
+  private long commitTime(String table, String id) throws Exception {
+    try (PreparedStatement s = db.prepareStatement(
+        "SELECT floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::bigint FROM " + table + " WHERE id = ?")) {
+      s.setString(1, id);
+      try (ResultSet r = s.executeQuery()) {
+        assertThat(r.next()).as("a row of %s in %s", id, table).isTrue();
+        return r.getLong(1);
+      }
+    }
+  }
+
+  /**
+   * One file of what real fleets send: late batches within the lateness, locations out of order
+   * for their object, beyond the lateness, from the future; then a sentinel, and the wait until
+   * every subtask has evaluated it.
+   */
+  private void messyFile() throws Exception {
+    long now = databaseMillis();
+    List<String> lines = new ArrayList<>();
+    List<Runnable> oracle = new ArrayList<>();
+    for (int o = 0; o < LATE_OBJECTS; o++) {
+      String object = "late-" + o;
+      long from = Math.max(newest.getOrDefault(object, Long.MIN_VALUE) + 1, now - LATE_WINDOW_MS);
+      long to = now - 500;
+      if (from >= to) {
+        continue;
+      }
+      List<Long> times = new ArrayList<>();
+      for (int k = 0; k < 3; k++) {
+        times.add(random.nextLong(from, to));
+      }
+      times.sort(null);
+      for (long t : times) {
+        Location l = new Location(object, t, random.nextDouble(-0.5, 10.5), random.nextDouble(-0.5, 10.5), null);
+        lines.add(LocationJson.format(l));
+        oracle.add(() -> evaluate(l));
+      }
+    }
+    for (int o = 0; o < 4; o++) {
+      String object = "walker-" + random.nextInt(WALKERS);
+      Location l = new Location(object, newest.get(object) - 1 - random.nextInt(2000), random.nextDouble(10), random.nextDouble(10), null);
+      lines.add(LocationJson.format(l));
+      oracle.add(() -> evaluate(l));
+    }
+    for (int o = 0; o < 2; o++) {
+      Location tooLate = new Location("stray-" + strays++, now - LATENESS.toMillis() - 90_000, 5, 5, null);
+      lines.add(LocationJson.format(tooLate));
+      oracle.add(() -> expectedLetters.add(tooLate.objectId + " LATE " + tooLate.timestamp));
+      Location future = new Location("walker-" + random.nextInt(WALKERS), now + 3_600_000 + random.nextInt(1000), 5, 5, null);
+      lines.add(LocationJson.format(future));
+      oracle.add(() -> expectedLetters.add(future.objectId + " FUTURE_TIMESTAMP " + future.timestamp));
+    }
+    String sentinel = "late-sentinel-" + lateSentinels++;
+    long sentinelFences = queryLong("SELECT count(*) FROM geofence_presence WHERE object_id = '" + lastSentinel + "'");
+    lines.add(LocationJson.format(new Location(sentinel, now - 300, 100.5, 50.5, null)));
+    writeLines(lines);
+    oracle.forEach(Runnable::run);
+    Waiting.until("every subtask to evaluate the messy file up to " + sentinel, PATIENCE,
+        () -> queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = '" + sentinel + "'") == sentinelFences);
+  }
+
+  /**
+   * The rules: a location older than its object's newest is out of order; else it is evaluated
+   * against the version of each fence in force at its time, a fence deleted since left as it is.
+   */
+  private void evaluate(Location l) {
+    Long last = newest.get(l.objectId);
+    if (last != null && l.timestamp < last) {
+      expectedLetters.add(l.objectId + " OUT_OF_ORDER " + l.timestamp);
+      return;
+    }
+    newest.put(l.objectId, l.timestamp);
+    Point point = JTS.createPoint(new Coordinate(l.lon, l.lat));
+    Set<String> before = presence.getOrDefault(l.objectId, Set.of());
+    Set<String> now = new HashSet<>();
+    for (Map.Entry<String, List<Version>> e : timelines.entrySet()) {
+      String id = e.getKey();
+      boolean deletedSince = e.getValue().stream().anyMatch(v -> v.from() > l.timestamp && v.shape() == null);
+      if (deletedSince) {
+        if (before.contains(id)) {
+          now.add(id);
+        }
+        continue;
+      }
+      Geometry then = null;
+      for (Version v : e.getValue()) {
+        if (v.from() <= l.timestamp) {
+          then = v.shape();
+        }
+      }
+      boolean inside = then != null && then.covers(point);
+      if (inside) {
+        now.add(id);
+      }
+      Geometry current = current(id);
+      if (inside != (current != null && current.covers(point))) {
+        historicAnswers++;
+      }
+    }
+    now.stream().filter(f -> !before.contains(f)).forEach(f -> expectedTriggers.add(l.objectId + " " + f + " ENTER " + l.timestamp));
+    before.stream().filter(f -> !now.contains(f)).forEach(f -> expectedTriggers.add(l.objectId + " " + f + " EXIT " + l.timestamp));
+    presence.put(l.objectId, now);
+  }
+
+  private Geometry current(String id) {
+    List<Version> versions = timelines.get(id);
+    return versions.get(versions.size() - 1).shape();
+  }
+
+  /** The locations' dead letters: object, reason, event time. */
+  private Set<String> locationDeadLetters() throws Exception {
+    Set<String> rows = new TreeSet<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+        "SELECT key, reason, floor(extract(epoch FROM event_time) * 1000)::bigint FROM geofence_dead_letters WHERE source = 'location'")) {
+      while (r.next()) {
+        rows.add(r.getString(1) + " " + r.getString(2) + " " + r.getLong(3));
+      }
+    }
+    return rows;
+  }
+}

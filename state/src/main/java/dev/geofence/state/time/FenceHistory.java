@@ -1,0 +1,145 @@
+package dev.geofence.state.time;
+
+import dev.geofence.state.geom.FenceGeometry;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The fence versions no longer in force that a late location may still need (DESIGN section 5):
+ * for each fence edited within the allowed lateness, the versions it had before, each with the time
+ * it stopped being in force (the commit time of the edit that replaced it). A fence that did not
+ * exist, or was deleted, has a version without geometry, so that a late location does not see a
+ * fence created after its time and does see one deleted after it.
+ *
+ * <p>A version ended at time u was in force up to but excluding u (an edit committed at u applies
+ * to locations at u). A fence with no versions here has been as it is now for as long as any
+ * admitted location can look back. The owner drops versions no admitted location can need any
+ * more ({@link #prune}), so the history holds about the edits of one allowed lateness; {@link
+ * #versions()} counts them. Versions of one fence arrive in the order of its edits. Not
+ * thread-safe.
+ */
+public final class FenceHistory {
+
+  /**
+   * A version of a fence that is no longer in force: its seq, geometry (null: there was no usable
+   * fence) and tenant, and the time it ended.
+   */
+  public record Version(long seq, FenceGeometry geometry, String tenant, long until) {
+
+    /** Whether this version was a fence that covers the point for {@code tenant} (null: any tenant). */
+    public boolean covers(double x, double y, String locationTenant) {
+      return geometry != null && (locationTenant == null || locationTenant.equals(tenant)) && geometry.covers(x, y);
+    }
+  }
+
+  /** Each fence's past versions, oldest first (ascending {@code until}). */
+  private final Map<String, List<Version>> byFence = new HashMap<>();
+  private long versions;
+  /** No fence has changed after this time: a location at or after it needs no history. */
+  private long latestChange = Long.MIN_VALUE;
+
+  /**
+   * Records that {@code version} of the fence ended at {@code version.until()}. Returns false, and
+   * records nothing, when a version of the fence ended at that time or later already: a version
+   * replaced at the instant it began was never in force.
+   */
+  public boolean superseded(String fenceId, Version version) {
+    List<Version> past = byFence.computeIfAbsent(fenceId, id -> new ArrayList<>(2));
+    if (!past.isEmpty() && past.get(past.size() - 1).until() >= version.until()) {
+      return false;
+    }
+    past.add(version);
+    versions++;
+    latestChange = Math.max(latestChange, version.until());
+    return true;
+  }
+
+  /** The fence's past is no longer known (a read of the source replaced it): its versions go. */
+  public void forget(String fenceId) {
+    List<Version> past = byFence.remove(fenceId);
+    if (past != null) {
+      versions -= past.size();
+    }
+  }
+
+  /** Whether some fence changed after {@code time}, so that a location at it needs {@link #changedAfter}. */
+  public boolean anyChangedAfter(long time) {
+    return time < latestChange;
+  }
+
+  /**
+   * The fences whose current version began after {@code time}, each with the version in force at
+   * {@code time}; unmodifiable when empty.
+   */
+  public Map<String, Version> changedAfter(long time) {
+    if (!anyChangedAfter(time)) {
+      // The common case, once per location on time: no allocation.
+      return Map.of();
+    }
+    Map<String, Version> then = new HashMap<>();
+    byFence.forEach((id, past) -> {
+      if (past.get(past.size() - 1).until() > time) {
+        for (Version v : past) {
+          if (v.until() > time) {
+            then.put(id, v);
+            break;
+          }
+        }
+      }
+    });
+    return then;
+  }
+
+  /**
+   * Whether the fence was deleted after {@code time}: a version without geometry began after it
+   * (one of the past ones, or the current one if {@code deletedNow}).
+   */
+  public boolean deletedAfter(String fenceId, long time, boolean deletedNow) {
+    List<Version> past = byFence.get(fenceId);
+    if (past == null) {
+      return false;
+    }
+    for (int i = 0; i < past.size(); i++) {
+      // Version i + 1 (or the current one) began when version i ended.
+      boolean nextIsNoFence = i + 1 < past.size() ? past.get(i + 1).geometry() == null : deletedNow;
+      if (past.get(i).until() > time && nextIsNoFence) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Drops the fence's versions that ended at or before {@code horizon}: no location at or after it
+   * can need them. Returns the end of the oldest version kept, or {@link Long#MIN_VALUE} if none is.
+   */
+  public long prune(String fenceId, long horizon) {
+    List<Version> past = byFence.get(fenceId);
+    if (past == null) {
+      return Long.MIN_VALUE;
+    }
+    int drop = 0;
+    while (drop < past.size() && past.get(drop).until() <= horizon) {
+      drop++;
+    }
+    past.subList(0, drop).clear();
+    versions -= drop;
+    if (past.isEmpty()) {
+      byFence.remove(fenceId);
+      return Long.MIN_VALUE;
+    }
+    return past.get(0).until();
+  }
+
+  /** The fence's past versions, oldest first, for the owner's durable copy. */
+  public List<Version> of(String fenceId) {
+    return List.copyOf(byFence.getOrDefault(fenceId, List.of()));
+  }
+
+  /** How many past versions are held, over all fences: the metric of the history's size. */
+  public long versions() {
+    return versions;
+  }
+}

@@ -1,0 +1,127 @@
+package dev.geofence.state.time;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.state.geom.FenceGeometry;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+class FenceHistoryTest {
+
+  /** One fence's whole timeline, as a model: version i was in force from starts[i] (the first since ever). */
+  private record Timeline(List<Long> starts, List<FenceGeometry> shapes, List<Long> seqs) {
+    /** The index of the version in force at t. */
+    int at(long t) {
+      int i = 0;
+      while (i + 1 < starts.size() && starts.get(i + 1) <= t) {
+        i++;
+      }
+      return i;
+    }
+  }
+
+  /**
+   * 300 generated histories of 1 to 8 fences, each created, reshaped, deleted and re-created at
+   * random times (ties included), pruned at random horizons: for every time at or after the
+   * horizon, the history names exactly the fences changed since, with the version of then, and
+   * which of them were deleted since.
+   */
+  @Test
+  void answersEveryTimeAtOrAfterTheHorizonAsTheWholeTimelineDoes() {
+    SplittableRandom random = new SplittableRandom(16);
+    for (int round = 0; round < 300; round++) {
+      FenceHistory history = new FenceHistory();
+      Map<String, Timeline> model = new HashMap<>();
+      int fenceCount = 1 + random.nextInt(8);
+      long horizon = Long.MIN_VALUE;
+      for (int f = 0; f < fenceCount; f++) {
+        String id = "f" + f;
+        Timeline line = new Timeline(new ArrayList<>(List.of(Long.MIN_VALUE)), new ArrayList<>(), new ArrayList<>(List.of(0L)));
+        line.shapes().add(null);
+        long t = random.nextLong(0, 50);
+        for (int e = 0, edits = random.nextInt(6); e < edits; e++) {
+          t += random.nextInt(4) == 0 ? 0 : random.nextLong(1, 40);
+          FenceGeometry shape = random.nextInt(3) == 0 ? null : square(random.nextDouble(5), random.nextDouble(5));
+          int last = line.starts().size() - 1;
+          boolean recorded = history.superseded(id,
+              new FenceHistory.Version(line.seqs().get(last), line.shapes().get(last), null, t));
+          // A version replaced at the instant it began was never in force.
+          assertThat(recorded).isEqualTo(t > line.starts().get(last));
+          if (recorded) {
+            line.starts().add(t);
+            line.shapes().add(shape);
+            line.seqs().add(line.seqs().get(last) + 1);
+          } else {
+            line.shapes().set(last, shape);
+            line.seqs().set(last, line.seqs().get(last) + 1);
+          }
+        }
+        model.put(id, line);
+      }
+      if (random.nextBoolean()) {
+        horizon = random.nextLong(0, 200);
+        for (String id : model.keySet()) {
+          history.prune(id, horizon);
+        }
+      }
+      long held = 0;
+      for (Timeline line : model.values()) {
+        for (int i = 1; i < line.starts().size(); i++) {
+          held += line.starts().get(i) > horizon ? 1 : 0;
+        }
+      }
+      assertThat(history.versions()).as("versions ending after the horizon").isEqualTo(held);
+      for (long t = Math.max(0, horizon); t < 260; t += 1 + random.nextInt(3)) {
+        Map<String, FenceHistory.Version> then = history.changedAfter(t);
+        for (Map.Entry<String, Timeline> e : model.entrySet()) {
+          Timeline line = e.getValue();
+          int now = line.starts().size() - 1;
+          int atT = line.at(t);
+          if (atT == now) {
+            assertThat(then).as("round %d, %s at %d: unchanged since", round, e.getKey(), t).doesNotContainKey(e.getKey());
+            continue;
+          }
+          FenceHistory.Version past = then.get(e.getKey());
+          assertThat(past).as("round %d, %s at %d: changed since", round, e.getKey(), t).isNotNull();
+          assertThat(past.seq()).isEqualTo(line.seqs().get(atT));
+          assertThat(past.geometry()).isEqualTo(line.shapes().get(atT));
+          assertThat(past.until()).isEqualTo(line.starts().get(atT + 1));
+          boolean deletedSince = false;
+          for (int i = atT + 1; i <= now; i++) {
+            deletedSince |= line.shapes().get(i) == null;
+          }
+          assertThat(history.deletedAfter(e.getKey(), t, line.shapes().get(now) == null))
+              .as("round %d, %s deleted after %d", round, e.getKey(), t).isEqualTo(deletedSince);
+        }
+        if (!then.isEmpty()) {
+          assertThat(history.anyChangedAfter(t)).as("the quick test never skips a change").isTrue();
+        }
+      }
+    }
+  }
+
+  @Test
+  void pruningEmptiesTheHistoryAndForgettingDropsAFence() {
+    FenceHistory history = new FenceHistory();
+    history.superseded("a", new FenceHistory.Version(0, null, null, 100));
+    history.superseded("a", new FenceHistory.Version(1, square(0, 0), "acme", 200));
+    history.superseded("b", new FenceHistory.Version(0, null, null, 150));
+    assertThat(history.versions()).isEqualTo(3);
+    assertThat(history.prune("a", 100)).as("the end of the oldest kept").isEqualTo(200);
+    assertThat(history.of("a")).extracting(FenceHistory.Version::seq).containsExactly(1L);
+    assertThat(history.changedAfter(120).get("a").covers(0.5, 0.5, "acme")).isTrue();
+    assertThat(history.changedAfter(120).get("a").covers(0.5, 0.5, "other")).as("tenant scoping").isFalse();
+    assertThat(history.prune("a", 200)).isEqualTo(Long.MIN_VALUE);
+    history.forget("b");
+    assertThat(history.versions()).isZero();
+    assertThat(history.changedAfter(0)).isEmpty();
+  }
+
+  private static FenceGeometry square(double x, double y) {
+    return FenceGeometry.fromArrays(new double[] {x, y, x + 1, y, x + 1, y + 1, x, y + 1, x, y}, new int[] {0, 5}, new int[] {0, 1});
+  }
+}
