@@ -2,9 +2,14 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.IOException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.stream.Stream;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.test.junit5.InjectMiniCluster;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -13,6 +18,44 @@ import org.junit.jupiter.api.Test;
  * the three-way index check, and the job running and ready.
  */
 class RunningFaultsITCase extends EndToEndFixture {
+
+  /**
+   * The TaskManager is killed while a checkpoint is in flight, and again while the job recovers
+   * from that: it recovers from the last completed checkpoint, with exact outputs.
+   */
+  @Test
+  void aTaskManagerKilledDuringACheckpointTwiceInARowRecoversExactly(@InjectMiniCluster MiniCluster cluster) throws Exception {
+    database("geofence_killed_checkpoint", 31);
+    placeFences(0, 30);
+    JobClient job = start(2, "rocksdb");
+    moveObjects();
+    for (int kill = 0; kill < 2; kill++) {
+      awaitClockPastLocations();
+      placeFences(0, 5 + kill);
+      moveObjects();
+      // The coordinator makes a checkpoint's directory when it triggers it and writes its
+      // _metadata last: a directory without one is a checkpoint in flight.
+      Path jobCheckpoints = temp.resolve("checkpoints").resolve(job.getJobID().toString());
+      Waiting.untilMoment("a checkpoint in flight", PATIENCE, () -> inFlight(jobCheckpoints));
+      cluster.terminateTaskManager(0).get();
+      cluster.startTaskManager();
+    }
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
+        .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
+    threeWayCheck("killed-checkpoint", 20_000);
+    assertThat(assertWarmUps(job, 2, "fresh")).allSatisfy(e -> assertThat(e.attempt()).isPositive());
+  }
+
+  private static boolean inFlight(Path jobCheckpoints) throws IOException {
+    try (Stream<Path> dirs = Files.list(jobCheckpoints)) {
+      return dirs.anyMatch(d -> d.getFileName().toString().startsWith("chk-") && !Files.exists(d.resolve("_metadata")));
+    } catch (NoSuchFileException e) {
+      return false; // a checkpoint that failed or was subsumed meanwhile
+    }
+  }
 
   /**
    * The output database is cut off (a TCP proxy between the job and its sinks, the source's own

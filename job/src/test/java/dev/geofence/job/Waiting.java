@@ -37,8 +37,21 @@ public final class Waiting {
    * @throws AssertionError after {@code timeout}, with {@code what} and the last value seen
    */
   public static <T> T until(String what, Duration timeout, Probe<T> probe, Predicate<? super T> done) throws Exception {
+    return until(what, timeout, LONGEST_PAUSE_MILLIS, probe, done);
+  }
+
+  /**
+   * Polls {@code condition} every millisecond or so until it holds: for a moment that lasts only
+   * milliseconds (a checkpoint in flight).
+   */
+  public static void untilMoment(String what, Duration timeout, Probe<Boolean> condition) throws Exception {
+    until(what, timeout, 1, condition, Boolean.TRUE::equals);
+  }
+
+  private static <T> T until(String what, Duration timeout, long longestPause, Probe<T> probe, Predicate<? super T> done)
+      throws Exception {
     long deadline = System.nanoTime() + timeout.toNanos();
-    long pause = FIRST_PAUSE_MILLIS;
+    long pause = Math.min(FIRST_PAUSE_MILLIS, longestPause);
     while (true) {
       T value = probe.get();
       if (done.test(value)) {
@@ -48,7 +61,7 @@ public final class Waiting {
         throw new AssertionError("waited " + timeout.toSeconds() + " s for " + what + "; last seen: " + value);
       }
       Thread.sleep(pause);
-      pause = Math.min(LONGEST_PAUSE_MILLIS, pause * 2);
+      pause = Math.min(longestPause, pause * 2);
     }
   }
 }
