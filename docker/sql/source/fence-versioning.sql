@@ -13,10 +13,9 @@
 --
 -- fence_bucket_stats holds, in the same transaction as every edit, the live fence count and the
 -- XOR over live fences of fence_hash(id, seq) of each bucket of fences. Writers must not contend
--- for it: each statement only notes its change per bucket (statement-level triggers with
--- transition tables, so a bulk load of a million fences notes one change per bucket) in a setting
--- of its transaction, and the transaction folds what it noted into the bucket rows as it commits,
--- in bucket order (a deferred constraint trigger). A transaction that waits for a bucket row is
+-- for it: each row edited only notes its change in a setting of its transaction, and the
+-- transaction folds what it noted into the bucket rows as it commits, one update per bucket in
+-- bucket order (deferred constraint triggers). A transaction that waits for a bucket row is
 -- then already committing and waits for nothing else, so the contract adds no lock cycle (no
 -- deadlock) to the application's own, and holds a bucket row only while it commits. There is no
 -- whole-table row: fence_stats is a view over the buckets.
@@ -41,12 +40,15 @@ CREATE TABLE IF NOT EXISTS fence_tombstones (
 -- transaction that edits the bucket: a reader that rebuilt a bucket from a table read knows which
 -- streamed fingerprints are older than its read, and a reader that restored knows whether the
 -- stream skipped any (a version missing or jumped).
+-- Each fold updates a bucket row in place (a HOT update, no index entry): pages a tenth full keep
+-- room for the rows' new versions. The rows are made once, by geofence_versioning, and no fold
+-- changes a bucket, so no constraint checks it (PostgreSQL would evaluate one at every fold).
 CREATE TABLE IF NOT EXISTS fence_bucket_stats (
-    bucket       int PRIMARY KEY CHECK (bucket BETWEEN 0 AND 4095),
+    bucket       int PRIMARY KEY,
     fence_count  bigint NOT NULL,
     checksum     bigint NOT NULL,
     version      bigint NOT NULL DEFAULT 0
-);
+) WITH (fillfactor = 10);
 
 -- One application of this file at a time (two would replace the same functions at once), and only
 -- in a transaction block. It blocks no writer: their folds only update the bucket rows. Nothing
@@ -72,56 +74,108 @@ CREATE OR REPLACE FUNCTION fence_bucket(id text) RETURNS int
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT ('x' || substr(md5(id), 1, 8))::bit(32)::int & 4095 $$;
 
--- A transaction's noted changes live in three transaction-local settings (set_config(..., true):
--- a savepoint rolled back takes its notes with it, and a commit or abort clears them). The flags
--- hold the transaction's id, and pending is read only once this transaction has written it, so
--- that a value set for the session never counts:
---   fence_versioning.pending  the changes not yet folded, "bucket:count:checksum" separated by spaces
---   fence_versioning.queued   this transaction's id once its fold is queued
---   fence_versioning.folded   this transaction's id once a fold has run (see the table's note function)
+-- A transaction's notes live in two transaction-local settings (set_config(..., true): a savepoint
+-- rolled back takes its notes with it, and a commit or abort clears them). Each starts with the
+-- transaction's id and a space, and one that does not (a value set for the session, or left by a
+-- fold) holds no notes:
+--   fence_versioning.pending  the changes not yet folded, "bucket:count:checksum" separated by
+--                             spaces, one per row edited ("+" first once some have spilled)
+--   fence_versioning.spilled  the changes of large transactions, moved out of pending 4 kB at a
+--                             time (so that each note copies little), and summed to one change
+--                             per bucket (at most 4096) whenever they pass 512 kB
 -- An application must not RESET ALL or set these in a transaction that edits fences.
+--
+-- The notes are taken by the WHEN conditions of the table's row triggers (see
+-- geofence_versioning): PostgreSQL evaluates an AFTER ROW trigger's WHEN as the row is changed,
+-- exactly once per row really inserted, updated or deleted (not for a row that ON CONFLICT
+-- skips or turns into an update, nor one a BEFORE trigger skips), and calling a function there
+-- costs a fraction of firing a trigger. The WHEN is true only for the first note of a transaction
+-- (or, with the constraints set immediate, of a statement), whose deferred event then folds
+-- every note taken until it fires.
 
--- Folds the noted changes into fence_bucket_stats: one update per bucket, version + 1, in bucket
--- order. (One-row updates in a loop rather than one update over arrays: each keeps a cached plan,
--- where PostgreSQL would plan the array query anew at every call.)
-CREATE OR REPLACE FUNCTION fences_fold() RETURNS void LANGUAGE plpgsql AS $$
+-- Notes one row's change: an insert (old_seq NULL), an update (the id never changes: the seq
+-- trigger refuses it) or a delete (new_seq NULL), whose tombstone it writes at once, so that a
+-- re-creation later in the transaction continues from it. True when the transaction had no notes.
+-- (Few statements: PL/pgSQL prepares each anew in every transaction, most of what a note costs.)
+CREATE OR REPLACE FUNCTION fence_versioning_noted(id text, old_seq bigint, new_seq bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
 DECLARE
-    me text := pg_current_xact_id()::text;
-    pending text := current_setting('fence_versioning.pending', true);
+    me text := pg_current_xact_id()::text || ' ';
+    pending text := coalesce(current_setting('fence_versioning.pending', true), '');
+    change text;
+BEGIN
+    IF new_seq IS NULL THEN
+        INSERT INTO fence_tombstones (id, seq) VALUES (id, old_seq + 1)
+            ON CONFLICT ON CONSTRAINT fence_tombstones_pkey DO UPDATE SET seq = excluded.seq, deleted_at = now();
+        change := fence_bucket(id) || ':-1:' || fence_hash(id, old_seq);
+    ELSIF old_seq IS NULL THEN
+        change := fence_bucket(id) || ':1:' || fence_hash(id, new_seq);
+    ELSE
+        change := fence_bucket(id) || ':0:' || (fence_hash(id, old_seq) # fence_hash(id, new_seq));
+    END IF;
+    IF NOT starts_with(pending, me) THEN
+        RETURN set_config('fence_versioning.pending', me || change, true) IS NOT NULL;
+    ELSIF octet_length(pending) > 4000 THEN
+        RETURN fence_versioning_spill(pending, me, change);
+    END IF;
+    RETURN set_config('fence_versioning.pending', pending || ' ' || change, true) IS NULL;
+END $$;
+
+-- Moves pending's changes to spilled and leaves "+" and change in pending. Returns false.
+CREATE OR REPLACE FUNCTION fence_versioning_spill(pending text, me text, change text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    spilled text := coalesce(current_setting('fence_versioning.spilled', true), '');
+BEGIN
+    spilled := CASE WHEN starts_with(spilled, me) THEN spilled || ' ' ELSE me END || substr(pending, length(me) + 1);
+    IF octet_length(spilled) > 512000 THEN
+        SELECT me || string_agg(b || ':' || n || ':' || x, ' ') INTO spilled
+        FROM (SELECT split_part(e, ':', 1) AS b, sum(split_part(e, ':', 2)::bigint) AS n, bit_xor(split_part(e, ':', 3)::bigint) AS x
+              FROM string_to_table(substr(spilled, length(me) + 1), ' ') e WHERE e <> '+' GROUP BY 1) d;
+    END IF;
+    PERFORM set_config('fence_versioning.spilled', spilled, true);
+    RETURN set_config('fence_versioning.pending', me || '+ ' || change, true) IS NULL;
+END $$;
+
+-- Folds the transaction's notes into fence_bucket_stats: one update per bucket, version + 1, in
+-- bucket order. It finds none when a fold fired since (savepoints can leave such an event).
+CREATE OR REPLACE FUNCTION fence_versioning_fold() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    me text := pg_current_xact_id()::text || ' ';
+    pending text := coalesce(current_setting('fence_versioning.pending', true), '');
     r record;
 BEGIN
-    PERFORM set_config('fence_versioning.folded', me, true);
-    IF current_setting('fence_versioning.queued', true) IS DISTINCT FROM me OR coalesce(pending, '') = '' THEN
-        RETURN;
+    IF NOT starts_with(pending, me) THEN
+        RETURN NULL;
     END IF;
-    PERFORM set_config('fence_versioning.pending', '', true);
+    pending := substr(pending, length(me) + 1) || set_config('fence_versioning.pending', '', true);
     IF strpos(pending, ' ') = 0 THEN
-        -- The common case, one change of one bucket.
+        -- The common case, one row edited.
         UPDATE fence_bucket_stats SET fence_count = fence_count + split_part(pending, ':', 2)::bigint,
             checksum = checksum # split_part(pending, ':', 3)::bigint, version = version + 1
         WHERE bucket = split_part(pending, ':', 1)::int;
-        RETURN;
+        RETURN NULL;
+    ELSIF starts_with(pending, '+ ') THEN
+        pending := substr(current_setting('fence_versioning.spilled', true), length(me) + 1) || ' ' || pending
+            || set_config('fence_versioning.spilled', '', true);
     END IF;
+    -- One-row updates in a loop rather than one update over arrays: each keeps a cached plan
+    -- that locks the rows in this order.
     FOR r IN
         SELECT split_part(e, ':', 1)::int AS bucket, sum(split_part(e, ':', 2)::bigint) AS n, bit_xor(split_part(e, ':', 3)::bigint) AS x
-        FROM string_to_table(pending, ' ') e GROUP BY 1 ORDER BY 1
+        FROM string_to_table(pending, ' ') e WHERE e <> '+' GROUP BY 1 ORDER BY 1
     LOOP
         UPDATE fence_bucket_stats SET fence_count = fence_count + r.n, checksum = checksum # r.x, version = version + 1
         WHERE bucket = r.bucket;
     END LOOP;
-END $$;
-
-CREATE OR REPLACE FUNCTION fences_fold_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fences_fold();
     RETURN NULL;
 END $$;
 
--- The versioning of a fences table: the seq trigger, the statement triggers that note each
--- statement's bucket changes, the deferred fold, TRUNCATE refused, the index a rebuild reads by,
--- REPLICA IDENTITY FULL (deletes must carry the whole old row), fence_stats and the table in the
--- publication. The triggers and their functions are named after the table (fences_version,
--- fences_note, ...) and written with its id column, so they run as plain SQL with cached plans.
+-- The versioning of a fences table: the seq trigger, the row triggers that note each change and
+-- fold the notes at commit, TRUNCATE refused, the index a rebuild reads by, REPLICA IDENTITY FULL
+-- (deletes must carry the whole old row), fence_stats and the table in the publication. The
+-- triggers and their functions are named after the table (fences_version, fences_inserted, ...)
+-- and written with its id column, so they run as plain SQL with cached plans.
 -- Idempotent; the first application counts what the table holds already, so it can be applied to
 -- a loaded table too.
 CREATE OR REPLACE FUNCTION geofence_versioning(fences regclass, id_column name DEFAULT 'id',
@@ -140,6 +194,13 @@ BEGIN
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
     EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
     ALTER TABLE fence_bucket_stats REPLICA IDENTITY FULL;
+    -- Earlier versions checked each bucket row's bucket, and packed the rows: rewritten here, once
+    -- (no writer can fold now, and the job's reads of the rows wait for milliseconds).
+    ALTER TABLE fence_bucket_stats DROP CONSTRAINT IF EXISTS fence_bucket_stats_bucket_check;
+    IF (SELECT reloptions FROM pg_class WHERE oid = 'fence_bucket_stats'::regclass) IS NULL THEN
+        ALTER TABLE fence_bucket_stats SET (fillfactor = 10);
+        CLUSTER fence_bucket_stats USING fence_bucket_stats_pkey;
+    END IF;
     -- A rebuild reads one subtask's buckets of fences and tombstones with one indexed query each.
     EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (fence_bucket(%s))', base || '_bucket', tbl, id);
     CREATE INDEX IF NOT EXISTS fence_tombstones_bucket ON fence_tombstones (fence_bucket(id));
@@ -168,59 +229,6 @@ BEGIN
             RETURN NEW;
         END $$ $f$, base || '_version', id_column, stamp);
 
-    -- The statement triggers: note the statement's changes, one "bucket:count:checksum" per bucket.
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $$
-        DECLARE
-            me text := pg_current_xact_id()::text;
-            changes text;
-            pending text;
-        BEGIN
-            IF TG_OP = 'INSERT' THEN
-                SELECT string_agg(b || ':' || n || ':' || x, ' ') INTO changes
-                FROM (SELECT fence_bucket(%2$s) AS b, count(*) AS n, bit_xor(fence_hash(%2$s, seq)) AS x FROM new_rows GROUP BY 1) d;
-            ELSIF TG_OP = 'UPDATE' THEN
-                -- An id never changes (the seq trigger refuses it), so each bucket keeps its count.
-                SELECT string_agg(b || ':0:' || x, ' ') INTO changes
-                FROM (SELECT fence_bucket(id) AS b, bit_xor(h) AS x
-                      FROM (SELECT %2$s AS id, fence_hash(%2$s, seq) AS h FROM old_rows
-                            UNION ALL SELECT %2$s, fence_hash(%2$s, seq) FROM new_rows) c
-                      GROUP BY 1) d;
-            ELSE
-                INSERT INTO fence_tombstones (id, seq)
-                SELECT %2$s, seq + 1 FROM old_rows
-                ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, deleted_at = now();
-                SELECT string_agg(b || ':' || n || ':' || x, ' ') INTO changes
-                FROM (SELECT fence_bucket(%2$s) AS b, -count(*) AS n, bit_xor(fence_hash(%2$s, seq)) AS x FROM old_rows GROUP BY 1) d;
-            END IF;
-            IF changes IS NULL THEN
-                RETURN NULL;
-            END IF;
-            IF current_setting('fence_versioning.queued', true) IS DISTINCT FROM me THEN
-                -- This transaction's first changes: the rows of this statement queued the fold.
-                pending := changes;
-                PERFORM set_config('fence_versioning.queued', me, true);
-            ELSE
-                pending := current_setting('fence_versioning.pending', true);
-                pending := CASE WHEN pending = '' THEN changes ELSE pending || ' ' || changes END;
-                IF octet_length(pending) > 200000 THEN
-                    -- A transaction of thousands of statements: one token per bucket again (at most
-                    -- 4096 tokens of at most 35 bytes), so that each note copies little.
-                    SELECT string_agg(b || ':' || n || ':' || x, ' ') INTO pending
-                    FROM (SELECT split_part(e, ':', 1) AS b, sum(split_part(e, ':', 2)::bigint) AS n,
-                                 bit_xor(split_part(e, ':', 3)::bigint) AS x
-                          FROM string_to_table(pending, ' ') e GROUP BY 1) d;
-                END IF;
-            END IF;
-            PERFORM set_config('fence_versioning.pending', pending, true);
-            IF current_setting('fence_versioning.folded', true) = me THEN
-                -- A fold has already run, so the constraint fires at once (SET CONSTRAINTS ...
-                -- IMMEDIATE), and it fired for this statement's rows before this note: fold now.
-                PERFORM fences_fold();
-            END IF;
-            RETURN NULL;
-        END $$ $f$, base || '_note', id);
-
     -- Truncation would bypass the row triggers and leave the fingerprints wrong: refuse it.
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -233,28 +241,29 @@ BEGIN
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_version', tbl);
     EXECUTE format('CREATE TRIGGER %1$I BEFORE INSERT OR UPDATE ON %2$s FOR EACH ROW EXECUTE FUNCTION %1$I()',
         base || '_version', tbl);
-    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_inserted', tbl);
-    EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %I()', base || '_inserted', tbl, base || '_note');
-    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_updated', tbl);
-    EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON %s REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %I()', base || '_updated', tbl, base || '_note');
-    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_deleted', tbl);
-    EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %I()', base || '_deleted', tbl, base || '_note');
-    -- Earlier versions had one function per statement trigger.
-    EXECUTE format('DROP FUNCTION IF EXISTS %I(), %I(), %I()', base || '_inserted', base || '_updated', base || '_deleted');
-
-    -- The fold, deferred to the commit: a constraint trigger, the only kind PostgreSQL defers, and
-    -- a row-level one, so only the rows of a transaction's first statement that changes fences
-    -- queue it (the WHEN is evaluated as each row changes); the first to fire folds, the others
-    -- find nothing. Earlier versions updated the bucket rows from the statement triggers.
+    -- The notes, and the fold deferred to the commit: constraint triggers, the only kind
+    -- PostgreSQL defers, whose WHEN notes the row's change (fence_versioning_noted). Earlier
+    -- versions had statement triggers of these names that noted each statement's changes (with
+    -- one function, or one per trigger) and a row trigger of its own that folded them.
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_fold', tbl);
-    EXECUTE format($t$CREATE CONSTRAINT TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s
-        DEFERRABLE INITIALLY DEFERRED
-        FOR EACH ROW
-        WHEN (current_setting('fence_versioning.queued', true) IS DISTINCT FROM pg_current_xact_id()::text)
-        EXECUTE FUNCTION fences_fold_at_commit()$t$, base || '_fold', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_inserted', tbl);
+    EXECUTE format('CREATE CONSTRAINT TRIGGER %I AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW'
+        ' WHEN (fence_versioning_noted(NEW.%s, NULL, NEW.seq)) EXECUTE FUNCTION fence_versioning_fold()',
+        base || '_inserted', tbl, id);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_updated', tbl);
+    EXECUTE format('CREATE CONSTRAINT TRIGGER %I AFTER UPDATE ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW'
+        ' WHEN (fence_versioning_noted(NEW.%s, OLD.seq, NEW.seq)) EXECUTE FUNCTION fence_versioning_fold()',
+        base || '_updated', tbl, id);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_deleted', tbl);
+    EXECUTE format('CREATE CONSTRAINT TRIGGER %I AFTER DELETE ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW'
+        ' WHEN (fence_versioning_noted(OLD.%s, OLD.seq, NULL)) EXECUTE FUNCTION fence_versioning_fold()',
+        base || '_deleted', tbl, id);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I(), %I(), %I(), %I()',
+        base || '_note', base || '_inserted', base || '_updated', base || '_deleted');
+    -- The earlier versions' fold, once no table's trigger uses it.
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgfoid = to_regproc('fences_fold_at_commit')) THEN
+        DROP FUNCTION IF EXISTS fences_fold_at_commit(), fences_fold();
+    END IF;
 
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', base || '_no_truncate', tbl);
     EXECUTE format('CREATE TRIGGER %1$I BEFORE TRUNCATE ON %2$s FOR EACH STATEMENT EXECUTE FUNCTION %1$I()',

@@ -20,7 +20,8 @@ import org.junit.jupiter.api.Test;
  * The source migration upgraded in place under a running job: a database with the first version
  * of {@code fence-versioning.sql} (one {@code fence_stats} row updated by every edit), the job
  * running and ready on it, an application writing fences in transactions of one to three
- * statements, and the current migration applied over it meanwhile. The job must stay ready
+ * statements, and the second version (statement triggers) then the current migration applied over
+ * it meanwhile. The job must stay ready
  * throughout (no gap, no rebuild, no restart), every edit before, during and after the upgrade
  * must be fingerprinted, and the index must pass the three-way check with the triggers equal to
  * the oracle's.
@@ -29,6 +30,8 @@ class SourceUpgradeITCase extends EndToEndFixture {
 
   /** The migration as shipped before issue 13 (the connectors' test resource). */
   private static final String FIRST_VERSION = "sql/source/fence-versioning-v1.sql";
+  /** The migration as shipped after issue 13, with statement triggers (the connectors' test resource). */
+  private static final String SECOND_VERSION = "sql/source/fence-versioning-v2.sql";
 
   @Test
   void upgradingTheMigrationUnderWritesKeepsTheRunningJobReady() throws Exception {
@@ -50,6 +53,13 @@ class SourceUpgradeITCase extends EndToEndFixture {
     CompletableFuture<Void> edits = CompletableFuture.runAsync(() -> write(new SplittableRandom(31), stop, transactions));
     try (Connection migration = DriverManager.getConnection(url, "postgres", "")) {
       awaitTransactions(transactions, 40, edits);
+      migration.setAutoCommit(false); // as psql --single-transaction, which the second version requires
+      try (Statement s = migration.createStatement()) {
+        s.execute(resource(SECOND_VERSION));
+      }
+      migration.commit();
+      migration.setAutoCommit(true);
+      awaitTransactions(transactions, transactions.get() + 40, edits);
       Migrations.applySource(migration, Migrations.GeometryColumn.WKB);
     }
     int atUpgrade = transactions.get();

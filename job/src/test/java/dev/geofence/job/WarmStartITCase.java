@@ -242,7 +242,7 @@ class WarmStartITCase extends EndToEndFixture {
       s.execute("ALTER TABLE fences DISABLE TRIGGER fences_version");
       s.execute("UPDATE fences SET seq = seq + 3, geom = geom WHERE id = 'fence-3'");
       // PostgreSQL alters no table with deferred trigger events pending: the fold runs now.
-      s.execute("SET CONSTRAINTS fences_fold IMMEDIATE");
+      s.execute("SET CONSTRAINTS fences_updated IMMEDIATE");
       s.execute("ALTER TABLE fences ENABLE TRIGGER fences_version");
       s.execute("COMMIT");
     }
