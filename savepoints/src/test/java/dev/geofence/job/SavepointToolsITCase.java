@@ -49,7 +49,7 @@ class SavepointToolsITCase extends EndToEndFixture {
     // The command line, as users run it.
     assertThat(command(new String[] {"inspect", savepoint, "--json"})).startsWith("0 {");
     assertThat(lastErr).as("progress").containsPattern("state entries: [0-9,]+ in [0-9.]+ s \\([0-9,]+/s\\), done");
-    assertThat(command(new String[] {"inspect", "/nowhere"})).startsWith("2 ").contains("could not be read");
+    assertThat(command(new String[] {"inspect", "/nowhere"})).startsWith("2 geofence-savepoints: savepoint /nowhere cannot be read (");
     String[] verify = {"verify", savepoint, "--source-url", url, "--source-user", "postgres"};
     assertThat(command(verify)).startsWith("0 equal as of the savepoint: 0 fences differ, 0 buckets behind")
         .contains("savepoint: " + inspection.fences + " fences, checksum " + inspection.checksum
