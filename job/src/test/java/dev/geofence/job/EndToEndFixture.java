@@ -16,7 +16,6 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
-import dev.geofence.job.operator.FenceIndexOperator;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -141,8 +140,13 @@ abstract class EndToEndFixture {
   String sinkUrl;
   /** The job's allowed lateness and maximum clock skew. */
   LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
-  /** How many locations a subtask of the fence index may hold before the location source pauses. */
-  int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
+  /**
+   * How many locations a subtask of the fence index may hold before the location source pauses.
+   * Far above any test's but the one of the bound: {@link #awaitEvaluated}'s sentinel proves that
+   * every file written before it was read only while the source reads on (a paused reader's file
+   * may be read after the sentinel's).
+   */
+  int maxHeldLocations = 10_000_000;
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 

@@ -46,6 +46,17 @@ public final class BucketRead {
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
       Consumer<FenceChange> out) throws SQLException {
+    return read(db, columns, ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd), out);
+  }
+
+  /** Reads the given buckets as {@link #read(Connection, FenceTableColumns, int, int, int, Consumer)} reads a subtask's. */
+  public static Result readBuckets(Connection db, FenceTableColumns columns, int[] buckets, Consumer<FenceChange> out)
+      throws SQLException {
+    return read(db, columns, java.util.Arrays.stream(buckets).boxed().toArray(Integer[]::new), out);
+  }
+
+  private static Result read(Connection db, FenceTableColumns columns, Integer[] bucketIds, Consumer<FenceChange> out)
+      throws SQLException {
     long started = System.nanoTime();
     boolean autoCommit = db.getAutoCommit();
     db.setAutoCommit(false);
@@ -60,7 +71,7 @@ public final class BucketRead {
         r.next();
         lsn = Lsn.parse(r.getString(1));
       }
-      Array buckets = db.createArrayOf("int4", ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd));
+      Array buckets = db.createArrayOf("int4", bucketIds);
       // Tombstones first: of a fence deleted and re-created, the delete then reaches a reader that
       // held the fence before both (its objects EXIT), and the re-creation follows it by seq.
       long tombstones = readTombstones(db, columns, buckets, out);

@@ -34,6 +34,8 @@ public final class FenceIndexMetrics {
   public static final String EDITS_STALE = "edits_stale";
   public static final String EDITS_COALESCED = "edits_coalesced";
   public static final String SEQ_GAPS = "seq_gaps";
+  /** Buckets read again from the source because they stayed mismatched after readiness. */
+  public static final String BUCKETS_REREAD = "buckets_reread";
 
   private FenceIndexMetrics() {}
 }

@@ -7,8 +7,8 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
-import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.job.hold.HeldLocationsEvent;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -259,6 +259,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Of a rebuild under way: the fences it read, and those the stream changed meanwhile. */
   private transient Set<String> rebuildRead;
   private transient Set<String> streamedDuringRebuild;
+  /** The buckets a re-read under way reads, or null when none is (a rebuild reads all). */
+  private transient int[] rereading;
+  /** Of each bucket's fingerprint in force: when the stream delivered it (commit time), and its version. */
+  private transient Map<Integer, Long> fingerprintTimes;
+  private transient Map<Integer, Long> fingerprintVersions;
+  /** The fingerprint version each bucket was last re-read at: a version is re-read once at most. */
+  private transient Map<Integer, Long> rereadVersions;
+  /** After a re-read found the source unreachable, none before this (processing time). */
+  private transient long rereadNotBefore;
+  /** Whether the index has been ready in this attempt: a mismatch after that is one to heal. */
+  private transient boolean everReady;
+  private transient long bucketsReread;
   private transient boolean recoveryPolling;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
@@ -321,6 +333,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
+    fingerprintTimes = new java.util.HashMap<>();
+    fingerprintVersions = new java.util.HashMap<>();
+    rereadVersions = new java.util.HashMap<>();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
     evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, maxParallelism,
@@ -533,6 +548,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
     getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
+    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(() -> bucketsReread));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -637,6 +653,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       } else if (outcome instanceof Recovery.Checked checked) {
         gapChecked(checked);
       } else if (outcome instanceof Recovery.Unreachable unreachable) {
+        if (rereading != null) {
+          // Tried again after the retry interval, if the buckets are still mismatched.
+          endReread();
+          rereadNotBefore = getProcessingTimeService().getCurrentProcessingTime() + RETRY_INTERVAL_MS;
+        }
         if (!readiness.verified() && readiness.distrust() == null) {
           recorder.episode().gapCheck = "unreachable";
           recorder.episode().gapReason = unreachable.reason();
@@ -721,17 +742,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * stream did not bring meanwhile) are deleted, and the index is trusted.
    */
   private void finishRead(Recovery.Read read) throws Exception {
+    if (rereading != null) {
+      finishReread(read);
+      return;
+    }
     boolean loaded = readiness.loading();
-    List<String> gone = new ArrayList<>();
-    for (String id : fences.liveIds()) {
-      if (!rebuildRead.contains(id) && !streamedDuringRebuild.contains(id)) {
-        gone.add(id);
-      }
-    }
-    for (String id : gone) {
-      setCurrentKey(new FenceKey(id));
-      applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
-    }
+    List<String> gone = deleteUnread(id -> true);
     unreadable.clear();
     rebuildRead = null;
     streamedDuringRebuild = null;
@@ -739,6 +755,87 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
         loaded ? "Loaded" : "Rebuilt", read.result().millis(), read.result().fences(), read.result().tombstones(),
         Lsn.format(read.result().lsn()), gone.size());
+  }
+
+  /**
+   * Deletes the live fences for which {@code inScope} holds that the read did not find and the
+   * stream did not bring meanwhile: the source has no row of them at all. Returns their ids.
+   */
+  private List<String> deleteUnread(java.util.function.Predicate<String> inScope) throws Exception {
+    List<String> gone = new ArrayList<>();
+    for (String id : fences.liveIds()) {
+      if (inScope.test(id) && !rebuildRead.contains(id) && !streamedDuringRebuild.contains(id)) {
+        gone.add(id);
+      }
+    }
+    for (String id : gone) {
+      setCurrentKey(new FenceKey(id));
+      applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
+    }
+    return gone;
+  }
+
+  /**
+   * Buckets that stay mismatched once the clock is a heartbeat interval past their fingerprint
+   * (the clock has applied every edit committed before it, so the difference is real: an edit the
+   * stream never carried) are read again from the source, those buckets alone, merged by seq with
+   * what the stream brings meanwhile, as a rebuild reads all of them. Locations wait meanwhile, as
+   * for any bucket that does not match; the re-read is an episode of its own, and counted.
+   */
+  private void maybeReread() {
+    if (recovery == null || recovery.running() || !everReady || readiness.distrust() != null || !readiness.verified()
+        || readiness.fingerprints().ready() || getProcessingTimeService().getCurrentProcessingTime() < rereadNotBefore) {
+      return;
+    }
+    long patience = source.heartbeatInterval().toMillis();
+    List<Integer> overdue = new ArrayList<>();
+    long longest = 0;
+    for (int b : readiness.fingerprints().unmatchedBuckets()) {
+      Long at = fingerprintTimes.get(b);
+      if (at != null && clock.time() - at > patience && !fingerprintVersions.get(b).equals(rereadVersions.get(b))) {
+        overdue.add(b);
+        longest = Math.max(longest, clock.time() - at);
+      }
+    }
+    if (overdue.isEmpty()) {
+      return;
+    }
+    rereading = overdue.stream().mapToInt(Integer::intValue).toArray();
+    overdue.forEach(b -> rereadVersions.put(b, fingerprintVersions.get(b)));
+    bucketsReread += rereading.length;
+    String which = overdue.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "));
+    recorder.rereading((rereading.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + longest
+        + " ms of event time after " + (rereading.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
+    rebuildRead = new HashSet<>();
+    streamedDuringRebuild = new HashSet<>();
+    recovery.reread(rereading);
+    pollRecovery(RECOVERY_POLL_MS);
+  }
+
+  /** A re-read of some buckets is complete: their fences the source no longer has are deleted. */
+  private void finishReread(Recovery.Read read) throws Exception {
+    Set<Integer> buckets = new HashSet<>();
+    for (int b : rereading) {
+      buckets.add(b);
+    }
+    List<String> gone = deleteUnread(id -> buckets.contains(FenceBuckets.of(id)));
+    for (int b : readiness.fingerprints().unmatchedBuckets()) {
+      if (buckets.contains(b)) {
+        // The source's fingerprint disagrees with its own fences: re-read again only at a newer one.
+        LOG.warn("Bucket {} read again from the source still does not match the fingerprint the source keeps for it"
+            + " (fence_bucket_stats written outside the versioning?): locations stay held until it does", b);
+      }
+    }
+    LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone; {} of {} buckets unmatched",
+        rereading.length, read.result().millis(), read.result().fences(), read.result().tombstones(), Lsn.format(read.result().lsn()),
+        gone.size(), readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets());
+    endReread();
+  }
+
+  private void endReread() {
+    rereading = null;
+    rebuildRead = null;
+    streamedDuringRebuild = null;
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -815,6 +912,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
             legacyBucketStatsState.update(change);
           } else {
             fingerprintState.update(StoredFingerprint.of(change));
+          }
+          fingerprintVersions.put(change.bucket, change.seq);
+          // A read's fingerprint has no commit time: the stream's last one still says how old it is.
+          if (!change.snapshot) {
+            fingerprintTimes.put(change.bucket, change.commitTime);
           }
         }
         if (wasReady && !readiness.ready()) {
@@ -1050,6 +1152,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
+      maybeReread();
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());
@@ -1068,6 +1171,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Applies and evaluates what the clock has let through, and says if the hold has room again. */
   private void release() throws Exception {
     clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+    everReady |= readiness.ready();
     maybeReportHold();
   }
 

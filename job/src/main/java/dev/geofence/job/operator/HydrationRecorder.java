@@ -90,25 +90,41 @@ final class HydrationRecorder {
       record();
     } else if (hydrated) {
       // Trusted no longer (a seq gap): the rebuild is a warm-up of its own.
-      HydrationEpisode previous = episode;
-      episode = new HydrationEpisode();
-      episode.installedAt = now;
-      episode.jobName = previous.jobName;
-      episode.jobId = previous.jobId;
-      episode.subtask = previous.subtask;
-      episode.attempt = previous.attempt;
-      episode.keyGroupStart = previous.keyGroupStart;
-      episode.keyGroupEnd = previous.keyGroupEnd;
-      episode.startMode = "rebuild";
-      episode.restoredLsn = Lsn.format(readiness.streamLsn());
-      episode.restoredCommitTime = readiness.streamTime();
-      episode.gapCheck = "gap";
-      episode.gapReason = readiness.distrust();
-      countFromHere();
-      record();
+      beginRebuild(now, "gap", readiness.distrust());
     }
     phase = next;
     phaseSince = now;
+  }
+
+  /**
+   * Buckets that stayed mismatched after readiness are read again: an episode of its own, a
+   * rebuild of those buckets; its gap check says {@code gap} (the stream lost an edit of them), its
+   * reason which buckets and for how long.
+   */
+  void rereading(String reason) {
+    long now = System.currentTimeMillis();
+    LOG.warn("Fence index re-reads buckets from the source: {}", reason);
+    beginRebuild(now, "gap", reason);
+    phaseSince = now;
+  }
+
+  private void beginRebuild(long now, String gapCheck, String reason) {
+    HydrationEpisode previous = episode;
+    episode = new HydrationEpisode();
+    episode.installedAt = now;
+    episode.jobName = previous.jobName;
+    episode.jobId = previous.jobId;
+    episode.subtask = previous.subtask;
+    episode.attempt = previous.attempt;
+    episode.keyGroupStart = previous.keyGroupStart;
+    episode.keyGroupEnd = previous.keyGroupEnd;
+    episode.startMode = "rebuild";
+    episode.restoredLsn = Lsn.format(readiness.streamLsn());
+    episode.restoredCommitTime = readiness.streamTime();
+    episode.gapCheck = gapCheck;
+    episode.gapReason = reason;
+    countFromHere();
+    record();
   }
 
   /** The index cannot be trusted: said in the episode of a warm-up still under way. */

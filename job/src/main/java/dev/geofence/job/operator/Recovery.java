@@ -109,6 +109,14 @@ final class Recovery implements AutoCloseable {
   }
 
   /**
+   * Reads only {@code buckets} of the source, as {@link #rebuild} reads them all: a bucket that no
+   * longer matches the source is healed on its own.
+   */
+  void reread(int[] buckets) {
+    start(db -> new Read(BucketRead.readBuckets(db, source.columns(), buckets, change -> put(new Row(change, decoder.decode(change))))));
+  }
+
+  /**
    * A fresh start's load: once the job's replication slot exists (the CDC source creates it when
    * it first streams), reads this subtask's buckets as {@link #rebuild} does. The slot comes first
    * because it holds every change committed after its creation: the stream then redelivers what

@@ -105,6 +105,17 @@ public final class BucketFingerprints {
     return unmatchedCount;
   }
 
+  /** The owned buckets that do not match (or have not been heard from), in order. */
+  public int[] unmatchedBuckets() {
+    int[] buckets = new int[unmatchedCount];
+    for (int b = 0, i = 0; b < FenceBuckets.COUNT && i < buckets.length; b++) {
+      if (unmatched[b]) {
+        buckets[i++] = b;
+      }
+    }
+    return buckets;
+  }
+
   public int ownedBuckets() {
     return ownedCount;
   }
