@@ -138,7 +138,8 @@ BEGIN
 END $$;
 
 -- Folds the transaction's notes into fence_bucket_stats: one update per bucket, version + 1, in
--- bucket order. It finds none when a fold fired since (savepoints can leave such an event).
+-- bucket order. (A savepoint rolled back restores the notes with the events to fold them, so a
+-- fold finds none only where the application reset the setting, which it must not.)
 CREATE OR REPLACE FUNCTION fence_versioning_fold() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     me text := pg_current_xact_id()::text || ' ';
