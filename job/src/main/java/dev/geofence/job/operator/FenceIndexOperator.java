@@ -215,8 +215,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient boolean holdFull;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
-  private boolean perFenceLayout;
-  private boolean perRecordLayout;
+  /** See {@link #writingPreviousLayout()}. */
+  private boolean previousLayout;
   private transient int movedFromPerFenceLayout;
 
   private transient ValueState<StoredFence> fenceState;
@@ -859,7 +859,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
-      if (perRecordLayout) {
+      if (previousLayout) {
         legacyStreamPositionState.update(change);
       } else {
         positionState.update(StoredPosition.of(change));
@@ -908,7 +908,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
         boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
-          if (perRecordLayout) {
+          if (previousLayout) {
             legacyBucketStatsState.update(change);
           } else {
             fingerprintState.update(StoredFingerprint.of(change));
@@ -1050,7 +1050,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** Stores a fence's version in its bucket's map; the current key stays what it was. */
   private void store(String fenceId, StoredFence stored) throws Exception {
-    if (perFenceLayout) {
+    if (previousLayout) {
       withKey(new FenceKey(fenceId), () -> {
         fenceState.update(stored);
         return null;
@@ -1290,8 +1290,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * record types did: fences one per fence key, fingerprints and positions as the stream's records.
    */
   FenceIndexOperator writingPreviousLayout() {
-    perFenceLayout = true;
-    perRecordLayout = true;
+    previousLayout = true;
     return this;
   }
 
