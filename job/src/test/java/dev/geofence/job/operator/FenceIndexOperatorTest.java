@@ -234,10 +234,7 @@ class FenceIndexOperatorTest {
     List<String> after = new ArrayList<>();
     int fences = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
-      OperatorSubtaskState part = AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask);
-      try (var harness = harness(2, subtask, backend)) {
-        harness.initializeState(part);
-        harness.open();
+      try (var harness = restoredAsOneOfTwo(snapshot, subtask, backend)) {
         int held = ((FenceIndexOperator) harness.getOperator()).fences().index().size();
         fences += held;
         // The clock was restored (100): an older location is late and evaluated at once.
@@ -278,10 +275,7 @@ class FenceIndexOperatorTest {
     List<String> after = new ArrayList<>();
     int fences = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
-      OperatorSubtaskState part = AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask);
-      try (var harness = harness(2, subtask, backend)) {
-        harness.initializeState(part);
-        harness.open();
+      try (var harness = restoredAsOneOfTwo(snapshot, subtask, backend)) {
         FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
         assertThat(operator.phase()).as("the moved fences match the fingerprints").isEqualTo(LoadPhase.READY);
         fences += operator.movedFromPerFenceLayout();
@@ -356,6 +350,15 @@ class FenceIndexOperatorTest {
       stats.lsn = commitTime;
       harness.processElement1(stats, commitTime);
     }
+  }
+
+  /** Subtask {@code subtask} of two, restored from a snapshot taken at parallelism 1, and open. */
+  private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> restoredAsOneOfTwo(
+      OperatorSubtaskState snapshot, int subtask, String backend) throws Exception {
+    var harness = harness(2, subtask, backend);
+    harness.initializeState(AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask));
+    harness.open();
+    return harness;
   }
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
