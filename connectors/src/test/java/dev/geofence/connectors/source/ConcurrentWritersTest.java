@@ -68,6 +68,9 @@ class ConcurrentWritersTest {
           "--failures-detailed", DATABASE)
           .redirectErrorStream(true);
       run.environment().put("PGPASSWORD", "postgres");
+      // A slot is read up to the WAL flushed: CI's server commits asynchronously, which would leave
+      // the last transactions' commits out of the stream read below while the tables hold them.
+      run.environment().put("PGOPTIONS", "-c synchronous_commit=on");
       Process pgbench = run.start();
       pgbench.getOutputStream().close();
       String output = new String(pgbench.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
