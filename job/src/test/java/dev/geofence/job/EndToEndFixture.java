@@ -110,13 +110,17 @@ abstract class EndToEndFixture {
 
   @BeforeAll
   static void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder()
+    postgres = replicationServer().start();
+  }
+
+  /** The embedded PostgreSQL the job can stream from, as every case's server is configured. */
+  static EmbeddedPostgres.Builder replicationServer() {
+    return EmbeddedPostgres.builder()
         .setServerConfig("wal_level", "logical")
         .setServerConfig("max_replication_slots", "10")
         .setServerConfig("max_wal_senders", "10")
         // So that a test can ask each edit's commit time, which is the time the job sees it at.
-        .setServerConfig("track_commit_timestamp", "on")
-        .start();
+        .setServerConfig("track_commit_timestamp", "on");
   }
 
   @AfterAll
@@ -441,6 +445,16 @@ abstract class EndToEndFixture {
     }
   }
 
+  /** Little-endian WKB of a one-ring polygon, written by hand so that it can be malformed. */
+  static byte[] polygonWkb(double... xy) {
+    java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(13 + 8 * xy.length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    b.put((byte) 1).putInt(3).putInt(1).putInt(xy.length / 2);
+    for (double v : xy) {
+      b.putDouble(v);
+    }
+    return b.array();
+  }
+
   /** Lines into the inbox: written elsewhere and moved in, so the source reads each file whole. */
   void writeLines(List<String> lines) throws Exception {
     Path staged = Files.createTempFile(inbox.getParent(), "locations", ".jsonl");
@@ -708,18 +722,29 @@ abstract class EndToEndFixture {
 
   /** The sum, or -1 while the REST API has none (the job is restarting, or Flink has not fetched it yet). */
   static long fetchMetricSum(JobClient job, String metric) throws Exception {
+    return fetchMetric(job, GeofenceJob.FENCE_INDEX_NAME, metric, "sum");
+  }
+
+  /**
+   * One of {@code sum}, {@code max}, {@code min} or {@code avg} over the subtasks of a metric of
+   * the vertex whose name contains {@code vertexName}, or -1 while the REST API has none: the
+   * task's metric of that name (e.g. {@code backPressuredTimeMsPerSecond}), else the first
+   * operator's of the chain that has one.
+   */
+  static long fetchMetric(JobClient job, String vertexName, String metric, String aggregation) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     String base = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID();
     HttpClient http = HttpClient.newHttpClient();
     ObjectMapper json = new ObjectMapper();
     for (JsonNode vertex : json.readTree(get(http, base)).path("vertices")) {
-      if (vertex.get("name").asText().contains(GeofenceJob.FENCE_INDEX_NAME)) {
+      if (vertex.get("name").asText().contains(vertexName)) {
         String metrics = base + "/vertices/" + vertex.get("id").asText() + "/subtasks/metrics";
-        for (JsonNode m : json.readTree(get(http, metrics))) {
-          if (m.get("id").asText().endsWith("." + metric)) {
-            JsonNode values = json.readTree(get(http, metrics + "?get=" + m.get("id").asText() + "&agg=sum"));
-            return values.size() == 0 ? -1 : values.get(0).get("sum").asLong();
-          }
+        List<String> ids = new ArrayList<>();
+        json.readTree(get(http, metrics)).forEach(m -> ids.add(m.get("id").asText()));
+        String id = ids.contains(metric) ? metric : ids.stream().filter(i -> i.endsWith("." + metric)).findFirst().orElse(null);
+        if (id != null) {
+          JsonNode values = json.readTree(get(http, metrics + "?get=" + id + "&agg=" + aggregation));
+          return values.size() == 0 ? -1 : values.get(0).get(aggregation).asLong();
         }
       }
     }
@@ -728,9 +753,14 @@ abstract class EndToEndFixture {
 
   /** The job's checkpoint counts (completed, failed, ...) as Flink's REST API reports them. */
   static JsonNode checkpointCounts(JobClient job) throws Exception {
+    return checkpoints(job).path("counts");
+  }
+
+  /** The job's checkpoint statistics (counts, history, ...) as Flink's REST API reports them. */
+  static JsonNode checkpoints(JobClient job) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     String url = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID() + "/checkpoints";
-    return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url)).path("counts");
+    return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url));
   }
 
   static String get(HttpClient http, String url) throws Exception {

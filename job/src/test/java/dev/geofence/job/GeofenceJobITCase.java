@@ -178,16 +178,6 @@ class GeofenceJobITCase extends EndToEndFixture {
     return letters;
   }
 
-  /** Little-endian WKB of a one-ring polygon, written by hand so that it can be malformed. */
-  private static byte[] polygonWkb(double... xy) {
-    java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(13 + 8 * xy.length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-    b.put((byte) 1).putInt(3).putInt(1).putInt(xy.length / 2);
-    for (double v : xy) {
-      b.putDouble(v);
-    }
-    return b.array();
-  }
-
   private List<String> deadLetters() throws Exception {
     List<String> rows = new ArrayList<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT source, key, severity, reason FROM geofence_dead_letters")) {
