@@ -209,13 +209,19 @@ abstract class EndToEndFixture {
     random = new SplittableRandom(seed);
   }
 
-  /** Jobs a test left running are cancelled, so the next test has the cluster's slots. */
+  /**
+   * Jobs a test left running are cancelled, and waited for until they have stopped, so that the
+   * next test has the cluster's slots and no task of this one still writes to its temporary
+   * directory or holds a connection of Flink CDC's pool when the next job opens its own.
+   */
   @AfterEach
   void cancelJobsAndDisconnect() throws Exception {
     for (JobClient job : jobs) {
       if (!job.getJobStatus().get().isGloballyTerminalState()) {
         job.cancel().get();
       }
+      Waiting.until("the cancelled job " + job.getJobID() + " to stop", PATIENCE,
+          () -> job.getJobStatus().get().isGloballyTerminalState());
     }
     jobs.clear();
     if (db != null) {

@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 
 /**
  * Evaluates locations against a subtask's fences (DESIGN section 5): ENTER when an object is inside
@@ -24,8 +25,10 @@ import java.util.function.Consumer;
  * <p>A location is evaluated against the fences in force at its time: the index holds the current
  * versions, and for a location older than the newest edit, {@link FenceHistory} says which fences
  * have changed since and what they were then. A fence deleted since the location's time is left
- * as it is: its delete's EXIT closed every presence in it, and a late location does not reopen
- * what was closed.
+ * as it is once its delete has EXITed its members: that closed every presence in it, and a late
+ * location does not reopen what was closed. While those EXITs wait for the location (a delete
+ * applied as the index caught up, with older locations held), it is evaluated against the fence
+ * as it was, so that it enters and leaves it as it did in time order.
  *
  * <p>An object's presence moves forward in its own event time only: a location older than the
  * newest one evaluated for its object (a late one, arriving after a newer one was evaluated) is
@@ -57,11 +60,14 @@ final class Evaluation {
   /** The time of the newest location evaluated for each object, of those still needed ({@link #forgetOlderThan}). */
   private final Map<String, Long> newestByObject = new HashMap<>();
   private final OutOfOrder outOfOrder;
+  private final Predicate<String> exitPending;
 
+  /** @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit}) */
   Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
-      OutOfOrder outOfOrder, int maxParallelism, int ownStart, int ownEnd) {
+      OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd) {
     this.fences = fences;
     this.history = history;
+    this.exitPending = exitPending;
     this.outOfOrder = outOfOrder;
     this.membership = membership;
     this.emit = emit;
@@ -96,7 +102,7 @@ final class Evaluation {
       untouched = new HashSet<>();
       for (Map.Entry<String, FenceHistory.Version> past : then.entrySet()) {
         String fenceId = past.getKey();
-        if (history.deletedAfter(fenceId, location.timestamp, !fences.isLive(fenceId))) {
+        if (history.deletedAfter(fenceId, location.timestamp, !fences.isLive(fenceId)) && !exitPending.test(fenceId)) {
           untouched.add(fenceId);
         } else if (past.getValue().covers(location.lon, location.lat, location.tenant)) {
           covering.add(fenceId);

@@ -30,6 +30,9 @@ final class EventClock {
 
     /** Evaluates the location against the fences of key groups [{@code keyGroupStart}, {@code keyGroupEnd}]. */
     void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception;
+
+    /** EXITs the objects inside the key's fence for its oldest delete whose EXITs wait ({@link #queueExit}). */
+    void exitDeleted(String key) throws Exception;
   }
 
   private record PendingEdit(long time, long arrival, String key) {}
@@ -41,6 +44,10 @@ final class EventClock {
       new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
   /** How many entries of {@link #edits} each key has. */
   private final Map<String, Integer> editsPerKey = new HashMap<>();
+  /** Deletes applied while older locations were held, whose EXITs wait for those ({@link #queueExit}). */
+  private final PriorityQueue<PendingEdit> exits =
+      new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
+  private final Map<String, Integer> exitsPerKey = new HashMap<>();
   private final PriorityQueue<Held> locations =
       new PriorityQueue<>(Comparator.<Held>comparingLong(h -> h.location().timestamp).thenComparingLong(Held::arrival));
   private long clock = Long.MIN_VALUE;
@@ -78,6 +85,22 @@ final class EventClock {
     editsPerKey.merge(key, 1, Integer::sum);
   }
 
+  /**
+   * A delete committed at {@code time} was applied to the index while a location older than it was
+   * held (the index was not ready, as in a catch-up after a restore): its EXITs wait until every
+   * held location older than it is evaluated, ready or not, so that those see who was inside the
+   * fence, as they did in time order, and the delete EXITs whoever they leave inside.
+   */
+  void queueExit(long time, String key) {
+    exits.add(new PendingEdit(time, arrivals++, key));
+    exitsPerKey.merge(key, 1, Integer::sum);
+  }
+
+  /** Whether a delete of the key's fence waits to EXIT its members. */
+  boolean exitPending(String key) {
+    return exitsPerKey.containsKey(key);
+  }
+
   void hold(Location location, int keyGroupStart, int keyGroupEnd) {
     locations.add(new Held(arrivals++, location, keyGroupStart, keyGroupEnd));
   }
@@ -105,14 +128,21 @@ final class EventClock {
   void releaseUpTo(long time, BooleanSupplier ready, Due due) throws Exception {
     while (true) {
       PendingEdit edit = edits.peek();
+      PendingEdit exit = exits.peek();
       Held location = locations.peek();
-      boolean editDue = edit != null && edit.time() <= time;
       // Until the index is provably complete no location is due: edits go on being applied.
       boolean locationDue = location != null && location.location().timestamp <= time && ready.getAsBoolean();
-      if (editDue && (!locationDue || edit.time() <= location.location().timestamp)) {
+      boolean editDue = edit != null && edit.time() <= time && (!locationDue || edit.time() <= location.location().timestamp);
+      // A delete's EXITs wait for every older held location, due or not.
+      boolean exitDue = exit != null && exit.time() <= time && (location == null || exit.time() <= location.location().timestamp);
+      if (editDue && (!exitDue || edit.time() <= exit.time())) {
         edits.poll();
         editsPerKey.computeIfPresent(edit.key(), (k, n) -> n == 1 ? null : n - 1);
         due.applyPending(edit.key(), !locationDue ? time : Math.min(time, location.location().timestamp));
+      } else if (exitDue) {
+        exits.poll();
+        exitsPerKey.computeIfPresent(exit.key(), (k, n) -> n == 1 ? null : n - 1);
+        due.exitDeleted(exit.key());
       } else if (locationDue) {
         locations.poll();
         due.evaluate(location.location(), location.keyGroupStart(), location.keyGroupEnd());

@@ -122,6 +122,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
   private static final String HISTORY_STATE = "fence-history";
+  private static final String PENDING_EXITS_STATE = "pending-exits";
 
   /**
    * Every fence's stored version, a map per bucket (keyed like the bucket's fingerprint): a restore
@@ -177,6 +178,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
   }
 
+  /** A deleted fence's deletes whose EXITs wait for older held locations: commit time to the delete's seq. */
+  private static MapStateDescriptor<Long, Long> pendingExitsStateDescriptor() {
+    return new MapStateDescriptor<>(PENDING_EXITS_STATE, Types.LONG, Types.LONG);
+  }
+
   /** Why state checkpointed during a fresh start's read is not trusted when restored. */
   static final String INCOMPLETE_LOAD = "the state was checkpointed while the fresh start's read of the source was under way";
 
@@ -223,6 +229,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient MapState<String, StoredFence> fencesState;
   private transient MapState<String, Long> membersState;
   private transient ListState<FenceChange> pendingEditsState;
+  private transient MapState<Long, Long> pendingExitsState;
   private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
   private transient ValueState<StoredFingerprint> fingerprintState;
@@ -316,6 +323,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     fencesState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer));
     membersState = context.getKeyedStateStore().getMapState(membersStateDescriptor());
     pendingEditsState = context.getKeyedStateStore().getListState(pendingEditsStateDescriptor());
+    pendingExitsState = context.getKeyedStateStore().getMapState(pendingExitsStateDescriptor());
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
     fingerprintState = context.getKeyedStateStore().getState(fingerprintStateDescriptor());
@@ -338,7 +346,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     rereadVersions = new java.util.HashMap<>();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, maxParallelism,
+    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending, maxParallelism,
         ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -503,6 +511,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
             if (change.kind == FenceChange.Kind.BUCKET_STATS) {
               readiness.versions().known(change.bucket, change.seq);
             }
+          }
+        });
+    backend.applyToAllKeys(
+        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+        pendingExitsStateDescriptor(),
+        (FenceKey key, MapState<Long, Long> state) -> {
+          for (Long time : state.keys()) {
+            clock.queueExit(time, key.id);
           }
         });
     if (restored) {
@@ -1037,7 +1053,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     store(edit.fenceId(), new StoredFence(
         edit.seq(), deleted, deleted ? null : fences.index().get(edit.fenceId()), tenant,
         edit.commitLsn(), edit.commitTimeMillis()));
-    if (deleted) {
+    if (deleted && clock.oldestHeld() < edit.commitTimeMillis()) {
+      // Applied ahead of a held location older than it (the index was not ready): that location
+      // must still find who was inside, so the EXITs wait for it, as in time order.
+      pendingExitsState.put(edit.commitTimeMillis(), edit.seq());
+      clock.queueExit(edit.commitTimeMillis(), edit.fenceId());
+    } else if (deleted) {
       evaluation.deleted(edit.fenceId(), membersState.keys(), edit.commitTimeMillis(), edit.seq());
       membersState.clear();
     }
@@ -1196,6 +1217,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     @Override
     public void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception {
       evaluation.evaluate(location, keyGroupStart, keyGroupEnd);
+    }
+
+    @Override
+    public void exitDeleted(String key) throws Exception {
+      setCurrentKey(new FenceKey(key));
+      long time = Long.MAX_VALUE;
+      for (Long waiting : pendingExitsState.keys()) {
+        time = Math.min(time, waiting);
+      }
+      evaluation.deleted(key, membersState.keys(), time, pendingExitsState.get(time));
+      membersState.clear();
+      pendingExitsState.remove(time);
     }
   }
 

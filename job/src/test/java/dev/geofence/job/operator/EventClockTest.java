@@ -16,7 +16,9 @@ import org.junit.jupiter.api.Test;
  * time, on 300 generated histories of edits, locations, watermarks and readiness, checked against
  * a model that keeps every edit's time. While the index is not ready, edits go on (the stream must
  * reach the catch-up target) and locations wait: a location held through a warm-up sees the edits
- * applied meanwhile, which the model marks as such.
+ * applied meanwhile, which the model marks as such. A delete's EXITs queued behind held locations
+ * ({@link EventClock#queueExit}) go only once no older location is held, ready or not, and before
+ * any location of their time or later.
  */
 class EventClockTest {
 
@@ -29,6 +31,8 @@ class EventClockTest {
       Map<String, TreeMap<Long, Integer>> queued = new HashMap<>();
       Map<String, List<Long>> applied = new HashMap<>();
       List<Long> evaluated = new ArrayList<>();
+      Map<String, TreeMap<Long, Integer>> exits = new HashMap<>();
+      long[] lastExit = {Long.MIN_VALUE};
       boolean[] ready = {false};
       EventClock.Due due = new EventClock.Due() {
         @Override
@@ -50,14 +54,31 @@ class EventClockTest {
           for (Map.Entry<String, List<Long>> key : applied.entrySet()) {
             assertThat(key.getValue()).as("edits of %s applied before a location at %d", key.getKey(), t).allMatch(e -> e <= t || e < 0);
           }
+          assertThat(t).as("a location after the EXITs of a delete at %d", lastExit[0]).isGreaterThanOrEqualTo(lastExit[0]);
           evaluated.add(t);
+        }
+
+        @Override
+        public void exitDeleted(String key) {
+          TreeMap<Long, Integer> waiting = exits.get(key);
+          long time = waiting.firstKey();
+          waiting.merge(time, -1, (a, b) -> a + b == 0 ? null : a + b);
+          assertThat(time).as("a delete's EXITs wait for the clock").isLessThanOrEqualTo(clock.time());
+          assertThat(clock.held()).as("no location older than the delete at %d still held", time)
+              .allMatch(p -> p.location.timestamp >= time);
+          lastExit[0] = Math.max(lastExit[0], time);
         }
       };
       long watermark = 0;
       int locations = 0;
       for (int step = 0; step < 200; step++) {
         int what = random.nextInt(10);
-        if (what < 4) {
+        if (what < 4 && random.nextInt(4) == 0) {
+          String key = "f" + random.nextInt(5);
+          long time = watermark + random.nextInt(-5, 30);
+          exits.computeIfAbsent(key, k -> new TreeMap<>()).merge(time, 1, Integer::sum);
+          clock.queueExit(time, key);
+        } else if (what < 4) {
           String key = "f" + random.nextInt(5);
           long time = watermark + random.nextInt(-5, 30);
           if (clock.appliesAtOnce(time, key)) {
@@ -84,7 +105,11 @@ class EventClockTest {
           clock.releaseUpTo(clock.time(), () -> ready[0], due);
         }
       }
+      clock.releaseUpTo(clock.time(), () -> ready[0], due);
       assertThat(evaluated).as("released in time order").isSorted();
+      long oldest = clock.held().stream().mapToLong(p -> p.location.timestamp).min().orElse(Long.MAX_VALUE);
+      exits.forEach((key, waiting) -> assertThat(waiting.keySet()).as("EXITs of %s still waiting", key)
+          .allMatch(time -> time > clock.time() || time > oldest));
       assertThat(evaluated.size() + clock.heldLocations()).isEqualTo(locations);
     }
   }
