@@ -13,8 +13,10 @@ Each series is fitted by least squares, y = a + b * hours. It "grows" when all t
   - b times the span exceeds the series' resolution (0.1 MB, 0.01 s), so a flat series printed
     to one decimal is not a trend.
 A savepoint round trip starts a new JVM, which resets what only one JVM holds (its heap's garbage
-and caches); so the heap and RSS are also fitted within runs (one intercept per run, one common
-slope), which is where a leak in one JVM shows. The lags leave out the minutes after a start:
+and caches); so the heap and the RSS outside the committed heap are also fitted within runs (one
+intercept per run, one common slope), which is where a leak in one JVM shows. RSS itself is not:
+a restored JVM commits its heap lazily, up to -Xmx, so its RSS climbs for minutes after a start
+without a leak. The lags leave out the minutes after a start:
 those carry the locations held while the job was down or warming up (the round trip's cost,
 printed in its note), not the steady state.
 """
@@ -65,7 +67,8 @@ SERIES = [  # column, label, unit, resolution, steady minutes only, within runs
     ("heap_mb", "heap after full GC", "MB", 0.1, False, False),
     ("heap_mb", "heap after full GC, within runs", "MB", 0.1, False, True),
     ("rss_mb", "RSS of the job's JVM", "MB", 0.1, False, False),
-    ("rss_mb", "RSS, within runs", "MB", 0.1, False, True),
+    ("off_heap_mb", "RSS outside the committed heap", "MB", 0.1, False, False),
+    ("off_heap_mb", "RSS outside the committed heap, within runs", "MB", 0.1, False, True),
     ("checkpoint_mb", "last checkpoint, uploaded", "MB", 0.1, False, False),
     ("state_mb", "last checkpoint, full state", "MB", 0.1, False, False),
     ("cp_dir_mb", "checkpoint directory", "MB", 0.1, False, False),
