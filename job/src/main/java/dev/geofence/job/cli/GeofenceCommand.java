@@ -26,6 +26,8 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -326,17 +328,21 @@ public final class GeofenceCommand {
   }
 
   /**
-   * The fleet of {@code fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT]}:
+   * The fleet of {@code fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T]}:
    * OBJECTS vehicles reporting every D (default 1 s) at about M/S metres per second (default 13),
-   * in the box (default 0/0/10/10), from {@code startMillis} on.
+   * in the box (default 0/0/10/10), from T on (epoch milliseconds or an ISO-8601 instant; default
+   * {@code startMillis}). A restored fleet goes on from the location number its savepoint holds, so
+   * its timeline must start where the first run's did: with a later start it would wait, emitting
+   * nothing, for as long as the runs before it had lasted.
    */
   static Fleet fleet(String spec, long startMillis) {
-    String usage = "--locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT], got 'fleet:"
-        + spec + "'";
+    String usage = "--locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T],"
+        + " got 'fleet:" + spec + "'";
     String[] parts = spec.split(",");
     Duration every = Duration.ofSeconds(1);
     double speed = 13;
     double[] box = {0, 0, 10, 10};
+    long start = startMillis;
     try {
       int objects = Integer.parseInt(parts[0]);
       for (int i = 1; i < parts.length; i++) {
@@ -356,11 +362,12 @@ public final class GeofenceCommand {
               box[c] = Double.parseDouble(corners[c]);
             }
           }
+          case "start" -> start = kv[1].chars().allMatch(Character::isDigit) ? Long.parseLong(kv[1]) : Instant.parse(kv[1]).toEpochMilli();
           default -> throw new IllegalArgumentException(usage);
         }
       }
-      return new Fleet(objects, box[0], box[1], box[2], box[3], startMillis, every.toMillis(), speed);
-    } catch (NumberFormatException e) {
+      return new Fleet(objects, box[0], box[1], box[2], box[3], start, every.toMillis(), speed);
+    } catch (NumberFormatException | DateTimeParseException e) {
       throw new IllegalArgumentException(usage);
     } catch (IllegalArgumentException e) {
       throw e.getMessage() != null && e.getMessage().startsWith("the fleet") ? e : new IllegalArgumentException(usage);

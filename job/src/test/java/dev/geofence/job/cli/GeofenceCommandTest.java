@@ -78,7 +78,8 @@ class GeofenceCommandTest {
       URL + " -Dgeofence.source.url=jdbc:postgresql://h/db | option --source-url (geofence.source.url) is given twice (also as -Dgeofence.source.url)",
       URL + " -D geofence.source.slot | -D needs KEY=VALUE, got '-D geofence.source.slot'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations ftp:x | --locations must start with kafka:, file:, generator: or fleet:, got 'ftp:x'",
-      "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,every=soon | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT], got 'fleet:10,every=soon'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,every=soon | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T], got 'fleet:10,every=soon'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,start=yesterday | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T], got 'fleet:10,start=yesterday'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,box=1/1/0/0 | the fleet's bounding box is empty",
       URL + " --sink-batch-size 0 | the sink batch size must be at least 1, got 0",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'onlyhost'",
@@ -108,6 +109,17 @@ class GeofenceCommandTest {
     Result r = run(args.split(" "));
     assertThat(r.status).isEqualTo(2);
     assertThat(r.err.strip()).isEqualTo("geofence: " + message);
+  }
+
+  /**
+   * A fleet's timeline starts at the job's start unless {@code start=} names it, as epoch
+   * milliseconds or an instant, so that a restored fleet goes on where its savepoint left it.
+   */
+  @Test
+  void aFleetStartsWhereItsStartSaysOrAtTheJobsStart() {
+    assertThat(GeofenceCommand.fleet("10", 42).time(0)).isEqualTo(42);
+    assertThat(GeofenceCommand.fleet("10,start=1764547200000", 42).time(0)).isEqualTo(1764547200000L);
+    assertThat(GeofenceCommand.fleet("10,every=2s,start=2025-12-01T00:00:00Z", 42).time(10)).isEqualTo(1764547202000L);
   }
 
   /**

@@ -1,0 +1,111 @@
+# The whole job under java -jar and what its REST API, jcmd and the database say of it, for the
+# benchmarks that run it (bench/job, bench/soak). Sourced from the repository's root after setting
+#   PORT  the bench PostGIS's port     DATA  its data directory (wiped at start)
+#   REST  the job's REST port          WORK  the run's work directory (job.log, cp/, sp/)
+#   HEAP  the job JVM's -Xmx           MARK  (set by the caller) epoch ms before a start, for wait_ready
+# Only processes this shell started are stopped, by their ids: others run the job on this machine too.
+
+# psql as a client over TCP (the password is in PGPASSWORD): it reads the SQL files as this user,
+# wherever the clone lies.
+PSQL="/usr/lib/postgresql/15/bin/psql -U postgres -h 127.0.0.1 -p $PORT -q -t -A -v ON_ERROR_STOP=1"
+export PGPASSWORD=postgres GEOFENCE_SOURCE_PASSWORD=postgres
+sql() { $PSQL -d bench -c "$1"; }
+now_ms() { date +%s%3N; }
+MARK=0
+JOB_PID=
+
+# Starts the PostGIS on DATA and PORT and builds the job jar.
+start_postgis_and_build() {
+  bash .ci/postgis.sh "$DATA" "$PORT" >/dev/null
+  mvn -q -B -DskipTests package -pl job,bench -am >&2
+}
+
+# Database bench with N fences of 96 vertices and the source migration.
+load_fences() {  # load_fences N
+  $PSQL -d postgres -c "DROP DATABASE IF EXISTS bench" -c "CREATE DATABASE bench"
+  $PSQL -d bench -c "CREATE EXTENSION IF NOT EXISTS postgis" -f docker/sql/source/fences-postgis.sql >/dev/null
+  # A buffered point with 24 segments per quarter: 96 vertices and the closing one.
+  sql "INSERT INTO fences (id, geom) SELECT 'f-' || g,
+      ST_SetSRID(ST_Buffer(ST_MakePoint(random() * 30, random() * 30), 0.002 + random() * 0.018, 24), 4326)
+      FROM generate_series(1, $1) g"
+  $PSQL -d bench --single-transaction -f docker/sql/source/fence-versioning.sql >/dev/null 2>&1
+  sql "VACUUM ANALYZE fences"
+}
+
+# The job in the background, its launcher's id in JOB_PID (java -jar restarts itself: the launcher
+# starts the JVM that runs the job, and a SIGTERM to it stops both).
+run() {  # run PARALLELISM LOCATIONS [options...]
+  local p=$1 loc=$2; shift 2
+  java -Xmx"$HEAP" -XX:+UseParallelGC -jar job/target/geofence-job.jar run \
+    --source-url "jdbc:postgresql://127.0.0.1:$PORT/bench" --source-user postgres --locations "$loc" \
+    --parallelism "$p" --state-backend rocksdb --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
+    --checkpoint-interval 10s "$@" >> "$WORK/job.log" 2>&1 &
+  JOB_PID=$!
+}
+alive() {  # alive PID: running (a zombie is not)
+  [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1)" != Z ]
+}
+# The JVM that runs the job: the launcher's child.
+jvm_pid() { pgrep -P "$JOB_PID" -x java | sed -n 1p; }
+json() { curl -sf "localhost:$REST$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
+job_id() {
+  for _ in $(seq 1 120); do
+    id=$(json /jobs/overview '[j["jid"] for j in d["jobs"] if j["state"]=="RUNNING"][0]' 2>/dev/null) && { echo "$id"; return; }
+    sleep 1
+  done
+  echo "no running job; see $WORK/job.log" >&2; exit 1
+}
+# Waits for PARALLELISM hydrated episodes of START_MODE installed after MARK, then prints the
+# slowest episode's installed -> hydrated seconds, its replayed and coalesced edits, and peak heap.
+wait_ready() {  # wait_ready START_MODE PARALLELISM
+  local mode=$1 p=$2
+  for _ in $(seq 1 3600); do
+    if [ "$(sql "SELECT count(*) FROM hydration_history WHERE start_mode = '$mode' AND hydrated_at IS NOT NULL
+        AND installed_at > to_timestamp($MARK / 1000.0)" 2>/dev/null)" = "$p" ]; then
+      sql "SELECT round(extract(epoch FROM max(hydrated_at) - min(installed_at))::numeric, 2), sum(edits_replayed),
+          sum(edits_coalesced), max(peak_heap_bytes) FROM hydration_history WHERE start_mode = '$mode'
+          AND installed_at > to_timestamp($MARK / 1000.0)" | tr '|' ' '
+      return
+    fi
+    sleep 1
+  done
+  echo "never ready ($mode); see $WORK/job.log" >&2; exit 1
+}
+steady_heap() {  # used heap right after a full GC, bytes
+  local pid; pid=$(jvm_pid)
+  jcmd "$pid" GC.run >/dev/null
+  # Parallel GC's young and old generations (Metaspace is not heap).
+  jcmd "$pid" GC.heap_info | python3 -c "import re,sys; print(1024 * sum(int(u) for u in re.findall(r'(?m)^\s*(?:PSYoungGen|ParOldGen)\s+total \d+K, used (\d+)K', sys.stdin.read())))"
+}
+# Stops the job's processes and waits until they are gone and the replication slot is free (the
+# embedded cluster stays up after its job ends; the process goes, and with it the slot).
+stop_job() {
+  local child; child=$(jvm_pid)
+  alive "$JOB_PID" && kill "$JOB_PID" 2>/dev/null || true
+  while alive "$JOB_PID" || { [ -n "$child" ] && alive "$child"; } \
+      || [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE active")" != 0 ]; do sleep 1; done
+}
+# For an EXIT trap: the job, if it still runs (and the id is still the jar's, not a reused one).
+kill_job() {
+  if [ -n "$JOB_PID" ] && alive "$JOB_PID" && grep -q geofence-job.jar "/proc/$JOB_PID/cmdline" 2>/dev/null; then
+    kill "$JOB_PID" 2>/dev/null || true
+    while alive "$JOB_PID"; do sleep 1; done
+  fi
+}
+stop_with_savepoint() {  # stop_with_savepoint JOB [FORMAT]: prints the savepoint path
+  local job=$1 format=${2:-CANONICAL} req sp
+  req=$(curl -sf -X POST "localhost:$REST/jobs/$job/stop" -H 'Content-Type: application/json' \
+    -d "{\"targetDirectory\":\"file://$WORK/sp\",\"drain\":false,\"formatType\":\"$format\"}" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["request-id"])')
+  for _ in $(seq 1 600); do
+    sp=$(json "/jobs/$job/savepoints/$req" 'd.get("operation",{}).get("location","") if d["status"]["id"]=="COMPLETED" else ""' 2>/dev/null || true)
+    [ -n "$sp" ] && break
+    sleep 1
+  done
+  [ -n "$sp" ] || { echo "no savepoint; see $WORK/job.log" >&2; exit 1; }
+  stop_job
+  echo "${sp#file:}"
+}
+checkpoints() {  # completed checkpoints, newest first: id, checkpointed (incremental) size, full state size
+  json "/jobs/$1/checkpoints" "'\\n'.join('%d %d %d' % (c['id'], c['checkpointed_size'], c['state_size']) for c in d['history'] if c['status'] == 'COMPLETED')"
+}
