@@ -803,11 +803,11 @@ abstract class EndToEndFixture {
 
   /** The job's checkpoint counts (completed, failed, ...) as Flink's REST API reports them. */
   static JsonNode checkpointCounts(JobClient job) throws Exception {
-    return checkpointStatistics(job).path("counts");
+    return checkpoints(job).path("counts");
   }
 
-  /** The job's checkpoint statistics as Flink's REST API reports them (counts, history, ...), up to a few seconds old. */
-  static JsonNode checkpointStatistics(JobClient job) throws Exception {
+  /** The job's checkpoint statistics (counts, history, ...) as Flink's REST API reports them. */
+  static JsonNode checkpoints(JobClient job) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     String url = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID() + "/checkpoints";
     return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url));

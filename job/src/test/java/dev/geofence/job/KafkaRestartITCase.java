@@ -85,7 +85,7 @@ class KafkaRestartITCase extends EndToEndFixture {
 
   /** The checkpoint in progress now, or -1. */
   private static long openCheckpoint(JobClient job) throws Exception {
-    for (JsonNode c : checkpointStatistics(job).path("history")) {
+    for (JsonNode c : checkpoints(job).path("history")) {
       if (c.path("status").asText().equals("IN_PROGRESS")) {
         return c.path("id").asLong();
       }
@@ -94,7 +94,7 @@ class KafkaRestartITCase extends EndToEndFixture {
   }
 
   private static JsonNode checkpoint(JobClient job, long id) throws Exception {
-    for (JsonNode c : checkpointStatistics(job).path("history")) {
+    for (JsonNode c : checkpoints(job).path("history")) {
       if (c.path("id").asLong() == id) {
         return c;
       }
