@@ -9,6 +9,7 @@ import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.model.GeofenceTrigger;
@@ -40,9 +41,12 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
@@ -50,6 +54,7 @@ import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.configuration.WebOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -57,6 +62,10 @@ import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -73,7 +82,7 @@ import org.locationtech.jts.io.WKBWriter;
 /**
  * The one setup of the end-to-end cases: a Flink MiniCluster and a PostgreSQL with logical
  * replication (shared by a test class), and per test a database with the migrations, its fences,
- * an inbox of location files, the job wired to them, and an oracle (JTS) that evaluates the same
+ * an inbox of location files (or a Kafka topic of them), the job wired to them, and an oracle (JTS) that evaluates the same
  * history as DESIGN section 5 defines it. A test says what happens (place fences, start the job,
  * move objects, stop with a savepoint, ...) and asserts against the oracle; the fixture keeps the
  * history consistent: every fence edit waits until the database clock has passed every location
@@ -90,14 +99,16 @@ abstract class EndToEndFixture {
   @RegisterExtension
   static final MiniClusterExtension FLINK = new MiniClusterExtension(
       new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4)
-          .setConfiguration(metricsEverySecond()).build());
+          .setConfiguration(clusterConfiguration()).build());
 
   /** Far longer than any step takes, even on a loaded two-core machine: the deadline of every wait. */
   static final Duration PATIENCE = Duration.ofMinutes(2);
 
-  private static Configuration metricsEverySecond() {
+  private static Configuration clusterConfiguration() {
     Configuration config = new Configuration();
     config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, Duration.ofMillis(500));
+    // A test may ask how a checkpoint ended well after it: after a held one, queued checkpoints follow within a second.
+    config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, 1000);
     return config;
   }
 
@@ -135,6 +146,12 @@ abstract class EndToEndFixture {
   String password = "";
   /** Where the triggers also go (a Kafka topic), or null. */
   Sink<GeofenceTrigger> triggersTopic;
+  /**
+   * The Kafka topic the job reads its locations from, and the fixture writes them to, instead of
+   * the inbox; or null. Give it one partition: the sentinel proves the locations before it were
+   * read only if they are read in the order written.
+   */
+  LocationsTopic locationsTopic;
   long checkpointIntervalMs = 1000;
   /** The fences table and its column names, when not the migration's. */
   FenceTableColumns columns = FenceTableColumns.defaults();
@@ -173,6 +190,8 @@ abstract class EndToEndFixture {
   private final List<String> sentinelFences = new ArrayList<>();
   private final List<JobClient> jobs = new ArrayList<>();
   private long lastLocationTime;
+  private KafkaProducer<String, String> locationsProducer;
+  private final AtomicReference<Exception> failedSend = new AtomicReference<>();
   private int sentinels;
   private int parallelism = 1;
 
@@ -209,6 +228,9 @@ abstract class EndToEndFixture {
     random = new SplittableRandom(seed);
   }
 
+  /** A Kafka topic of locations: {@code bootstrapServers}, {@code topic}. */
+  record LocationsTopic(String bootstrapServers, String topic) {}
+
   /**
    * Jobs a test left running are cancelled, and waited for until they have stopped, so that the
    * next test has the cluster's slots and no task of this one still writes to its temporary
@@ -226,6 +248,10 @@ abstract class EndToEndFixture {
     jobs.clear();
     if (db != null) {
       db.close();
+    }
+    if (locationsProducer != null) {
+      // The broker may be gone with its test: what is unsent is of no use now.
+      locationsProducer.close(Duration.ZERO);
     }
   }
 
@@ -279,7 +305,8 @@ abstract class EndToEndFixture {
     GeofenceJob.Endpoints endpoints =
         new GeofenceJob.Endpoints(
             FenceSource.create(source),
-            LocationSources.files(inbox.toString(), Duration.ofMillis(200)),
+            locationsTopic == null ? LocationSources.files(inbox.toString(), Duration.ofMillis(200))
+                : LocationSources.kafka(locationsTopic.bootstrapServers(), locationsTopic.topic(), "geofence-it"),
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
             JdbcOutputs.hydrationHistory(sink, JdbcExecutionOptions.builder().withBatchSize(1).build(),
                 GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
@@ -461,11 +488,38 @@ abstract class EndToEndFixture {
     return b.array();
   }
 
-  /** Lines into the inbox: written elsewhere and moved in, so the source reads each file whole. */
+  /**
+   * Lines into the inbox: written elsewhere and moved in, so the source reads each file whole. Or
+   * to the {@link #locationsTopic}: sent in order (the producer is idempotent), and buffered while
+   * the broker is away; a send that failed fails the next write.
+   */
   void writeLines(List<String> lines) throws Exception {
+    if (locationsTopic != null) {
+      send(lines);
+      return;
+    }
     Path staged = Files.createTempFile(inbox.getParent(), "locations", ".jsonl");
     Files.write(staged, lines);
     Files.move(staged, inbox.resolve(staged.getFileName()), StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  private void send(List<String> lines) {
+    if (locationsProducer == null) {
+      Properties config = new Properties();
+      config.setProperty(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, locationsTopic.bootstrapServers());
+      locationsProducer = new KafkaProducer<>(config, new StringSerializer(), new StringSerializer());
+    }
+    Exception failed = failedSend.get();
+    if (failed != null) {
+      throw new IllegalStateException("a location was not written to " + locationsTopic.topic(), failed);
+    }
+    for (String line : lines) {
+      locationsProducer.send(new ProducerRecord<>(locationsTopic.topic(), line), (metadata, e) -> {
+        if (e != null) {
+          failedSend.compareAndSet(null, e);
+        }
+      });
+    }
   }
 
   /**
@@ -564,6 +618,27 @@ abstract class EndToEndFixture {
   void assertTriggersAsOracle() throws Exception {
     assertThat(triggers()).containsExactlyInAnyOrderElementsOf(expected);
     assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
+  }
+
+  /** The id of every trigger in {@code geofence_triggers}. */
+  Set<String> triggerIds() throws Exception {
+    Set<String> ids = new TreeSet<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT trigger_id FROM geofence_triggers")) {
+      while (r.next()) {
+        ids.add(r.getString(1));
+      }
+    }
+    return ids;
+  }
+
+  /** Each trigger id a {@code read_committed} reader of the triggers {@code topic} sees, with how many times it sees it. */
+  static Map<String, Integer> triggerIdsInTopic(KafkaBroker kafka, String topic) throws Exception {
+    ObjectMapper json = new ObjectMapper();
+    Map<String, Integer> ids = new TreeMap<>();
+    for (String value : kafka.values(topic, true)) {
+      ids.merge(json.readTree(value).get("trigger_id").asText(), 1, Integer::sum);
+    }
+    return ids;
   }
 
   /** {@code geofence_presence} is who the oracle has inside which fence (the query points aside). */

@@ -6,14 +6,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.sink.KafkaOutputs;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
-import java.util.TreeSet;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.test.junit5.InjectMiniCluster;
 import org.junit.jupiter.api.Test;
@@ -59,28 +55,12 @@ class KafkaTriggersITCase extends EndToEndFixture {
       assertTriggersAsOracle();
       Set<String> table = triggerIds();
       Map<String, Integer> committed = Waiting.until("the checkpoint after the last trigger to commit them all to the topic", PATIENCE,
-          () -> {
-            Map<String, Integer> ids = new TreeMap<>();
-            for (String value : kafka.values("triggers", true)) {
-              ids.merge(JSON.readTree(value).get("trigger_id").asText(), 1, Integer::sum);
-            }
-            return ids;
-          }, ids -> ids.keySet().equals(table));
+          () -> triggerIdsInTopic(kafka, "triggers"), ids -> ids.keySet().equals(table));
       assertThat(committed).as("each trigger once").allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
       List<String> everything = kafka.values("triggers", false);
       assertThat(everything).as("the aborted transactions' records are still in the log").hasSizeGreaterThan(committed.size());
       JsonNode first = JSON.readTree(kafka.values("triggers", true).get(0));
       assertThat(first.get("event_time").asText()).endsWith("Z");
     }
-  }
-
-  private Set<String> triggerIds() throws Exception {
-    Set<String> ids = new TreeSet<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT trigger_id FROM geofence_triggers")) {
-      while (r.next()) {
-        ids.add(r.getString(1));
-      }
-    }
-    return ids;
   }
 }
