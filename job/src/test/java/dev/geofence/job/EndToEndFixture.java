@@ -641,6 +641,16 @@ abstract class EndToEndFixture {
     return ids;
   }
 
+  /**
+   * How a case ends once every location is written: triggers (rows counted, not only distinct
+   * ones) and presence as the oracle's, and the three-way check over 20,000 query points.
+   */
+  void assertEndsAsOracle(String tag) throws Exception {
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    threeWayCheck(tag, 20_000);
+  }
+
   /** {@code geofence_presence} is who the oracle has inside which fence (the query points aside). */
   void assertPresenceAsOracle() throws Exception {
     awaitEvaluated();

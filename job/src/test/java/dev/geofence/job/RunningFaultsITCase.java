@@ -60,11 +60,7 @@ class RunningFaultsITCase extends EndToEndFixture {
       cluster.startTaskManager();
     }
     moveObjects();
-    assertTriggersAsOracle();
-    assertPresenceAsOracle();
-    assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
-        .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
-    threeWayCheck("killed-checkpoint", 20_000);
+    assertEndsAsOracle("killed-checkpoint");
     assertThat(assertWarmUps(job, 2, "fresh")).allSatisfy(e -> assertThat(e.attempt()).isPositive());
   }
 
@@ -101,11 +97,7 @@ class RunningFaultsITCase extends EndToEndFixture {
           () -> WarmStartITCase.failuresMentioning(job, "Connection") >= 1);
       proxy.up();
       moveObjects();
-      assertTriggersAsOracle();
-      assertPresenceAsOracle();
-      assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
-          .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
-      threeWayCheck("sink-outage", 20_000);
+      assertEndsAsOracle("sink-outage");
       assertWarmUps(job, 2, "fresh");
     }
   }
@@ -146,11 +138,7 @@ class RunningFaultsITCase extends EndToEndFixture {
       // And right after it is back, while the job may still be recovering.
       placeFences(10, 20);
       moveObjects();
-      assertTriggersAsOracle();
-      assertPresenceAsOracle();
-      assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
-          .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
-      threeWayCheck("source-restart", 20_000);
+      assertEndsAsOracle("source-restart");
       assertThat(assertWarmUps(job, 2, "fresh")).allSatisfy(e -> assertThat(e.attempt()).isPositive());
     } finally {
       cancelJobsAndDisconnect();
@@ -212,11 +200,7 @@ class RunningFaultsITCase extends EndToEndFixture {
     System.out.printf("slow sink: the longest checkpoint took %d ms%n", longestCheckpointMillis(job));
 
     moveObjects();
-    assertTriggersAsOracle();
-    assertPresenceAsOracle();
-    assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("every trigger once: rows, not distinct ids")
-        .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
-    threeWayCheck("slow-sink", 20_000);
+    assertEndsAsOracle("slow-sink");
     assertThat(episodes(job)).as("one warm-up per subtask: the job never failed over").hasSize(2)
         .allSatisfy(e -> assertThat(e.attempt()).isZero());
   }
@@ -267,9 +251,7 @@ class RunningFaultsITCase extends EndToEndFixture {
     Waiting.until("checkpoints to complete again", PATIENCE,
         () -> checkpointCounts(job).path("completed").asLong() - completedBefore, n -> n >= 2);
     moveObjects();
-    assertTriggersAsOracle();
-    assertPresenceAsOracle();
-    threeWayCheck("checkpoint-outage", 20_000);
+    assertEndsAsOracle("checkpoint-outage");
     assertThat(episodes(job)).as("one warm-up per subtask: the job never failed over").hasSize(2)
         .allSatisfy(e -> assertThat(e.attempt()).isZero());
   }
@@ -353,9 +335,7 @@ class RunningFaultsITCase extends EndToEndFixture {
     }
     placeFences(10, 30);
     moveObjects();
-    assertTriggersAsOracle();
-    assertPresenceAsOracle();
-    threeWayCheck("poison-storm", 20_000);
+    assertEndsAsOracle("poison-storm");
     assertThat(episodes(job)).as("one warm-up per subtask: the storm never failed the job over").hasSize(2)
         .allSatisfy(e -> assertThat(e.attempt()).isZero());
   }
