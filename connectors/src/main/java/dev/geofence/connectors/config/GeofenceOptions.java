@@ -107,6 +107,14 @@ public final class GeofenceOptions {
   public static final ConfigOption<String> SINK_URL = key("geofence.sink.url").stringType().noDefaultValue()
       .withDescription("JDBC URL of the output tables.");
 
+  public static final ConfigOption<Integer> SINK_BATCH_SIZE = key("geofence.sink.batch-size").intType().defaultValue(2000)
+      .withDescription("Rows per write of each output table's sink (triggers, presence, dead letters): a write goes when"
+          + " this many rows wait, when the batch interval has passed, or at a checkpoint.");
+
+  public static final ConfigOption<Duration> SINK_BATCH_INTERVAL = key("geofence.sink.batch-interval").durationType()
+      .defaultValue(Duration.ofMillis(200))
+      .withDescription("The longest a row waits in a sink before it is written; 0 ms waits for a full batch or a checkpoint.");
+
   public static final ConfigOption<String> TRIGGERS_TOPIC = key("geofence.sink.triggers-topic").stringType().noDefaultValue()
       .withDescription("Also write the triggers to this Kafka topic, BOOTSTRAP/TOPIC, exactly once (transactions commit"
           + " with each checkpoint; read it with isolation.level=read_committed).");

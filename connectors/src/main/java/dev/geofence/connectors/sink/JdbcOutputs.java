@@ -3,7 +3,6 @@ package dev.geofence.connectors.sink;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
-import dev.geofence.connectors.model.TriggerKind;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
@@ -20,24 +19,15 @@ import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
  * JDBC sinks for the output tables of {@code docker/sql/sink/geofence-outputs.sql}: triggers,
  * presence, dead letters, hydration history, and the source's heartbeat row. Every
  * statement is an upsert (or a delete) on the table's key, so the at-least-once delivery of a
- * replay after a restore rewrites rows instead of duplicating them.
+ * replay after a restore rewrites rows instead of duplicating them. Triggers and dead letters are
+ * single-row INSERTs, which the PostgreSQL driver sends as multi-row ones when the URL has {@code
+ * reWriteBatchedInserts} ({@link #withBatchedInserts}); presence has a writer of its own.
  */
 public final class JdbcOutputs {
 
   static final String UPSERT_TRIGGER =
       "INSERT INTO geofence_triggers (trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at)"
           + " VALUES (?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trigger_id) DO NOTHING";
-
-  /**
-   * One statement for both kinds, so a batch keeps an object's ENTER and EXIT in order: an ENTER
-   * inserts (or refreshes) the row, an EXIT deletes it.
-   */
-  static final String APPLY_PRESENCE =
-      "WITH gone AS (DELETE FROM geofence_presence WHERE ? = 'EXIT' AND object_id = ? AND fence_id = ?)"
-          + " INSERT INTO geofence_presence (object_id, fence_id, entered_at, fence_seq, tenant)"
-          + " SELECT ?, ?, ?::timestamptz, ?::bigint, ? WHERE ? = 'ENTER'"
-          + " ON CONFLICT (object_id, fence_id) DO UPDATE SET entered_at = excluded.entered_at,"
-          + " fence_seq = excluded.fence_seq, tenant = excluded.tenant";
 
   static final String UPSERT_DEAD_LETTER =
       "INSERT INTO geofence_dead_letters (letter_id, source, key, seq, severity, reason, detail, payload, event_time, recorded_at)"
@@ -85,8 +75,35 @@ public final class JdbcOutputs {
     return sink(UPSERT_TRIGGER, JdbcOutputs::bindTrigger, connection, execution);
   }
 
+  /** Presence rows: each batch reduced to the last trigger per (object, fence); see {@link PresenceSink}. */
   public static Sink<GeofenceTrigger> presence(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
-    return sink(APPLY_PRESENCE, JdbcOutputs::bindPresence, connection, execution);
+    return new PresenceSink(connection, execution);
+  }
+
+  /**
+   * How the output sinks batch their writes: a write goes when {@code batchSize} rows wait, when
+   * the oldest has waited {@code interval} (never, if zero), or at a checkpoint.
+   */
+  public static JdbcExecutionOptions batches(int batchSize, Duration interval) {
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("the sink batch size must be at least 1, got " + batchSize);
+    }
+    if (interval.isNegative()) {
+      throw new IllegalArgumentException("the sink batch interval must not be negative, got " + interval.toMillis() + " ms");
+    }
+    return JdbcExecutionOptions.builder().withBatchSize(batchSize).withBatchIntervalMs(interval.toMillis()).build();
+  }
+
+  /**
+   * A PostgreSQL URL with the driver's {@code reWriteBatchedInserts} on, unless the URL sets it
+   * itself: a batch of single-row INSERTs then travels as multi-row INSERTs, a round trip and a
+   * plan per many rows instead of per row. Other URLs are returned as they are.
+   */
+  public static String withBatchedInserts(String url) {
+    if (!url.startsWith("jdbc:postgresql:") || url.toLowerCase(Locale.ROOT).contains("rewritebatchedinserts=")) {
+      return url;
+    }
+    return url + (url.contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
   }
 
   public static Sink<DeadLetter> deadLetters(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
@@ -153,18 +170,6 @@ public final class JdbcOutputs {
     s.setLong(8, t.fenceSeq);
     s.setString(9, t.tenant);
     s.setTimestamp(10, new Timestamp(t.emittedAt));
-  }
-
-  static void bindPresence(PreparedStatement s, GeofenceTrigger t) throws SQLException {
-    s.setString(1, t.kind.name());
-    s.setString(2, t.objectId);
-    s.setString(3, t.fenceId);
-    s.setString(4, t.objectId);
-    s.setString(5, t.fenceId);
-    s.setTimestamp(6, new Timestamp(t.eventTime));
-    s.setLong(7, t.fenceSeq);
-    s.setString(8, t.tenant);
-    s.setString(9, t.kind == TriggerKind.ENTER ? "ENTER" : "EXIT");
   }
 
   static void bindDeadLetter(PreparedStatement s, DeadLetter d) throws SQLException {

@@ -17,6 +17,9 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
@@ -40,7 +43,7 @@ class JdbcOutputsTest {
       Migrations.applyOutputs(c);
     }
     connection = new JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .withUrl("jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres")
+        .withUrl(JdbcOutputs.withBatchedInserts("jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres"))
         .withUsername("postgres").withDriverName("org.postgresql.Driver").build();
   }
 
@@ -76,6 +79,56 @@ class JdbcOutputsTest {
         new GeofenceTrigger("p2", "a", TriggerKind.ENTER, 500, 0, 0, 3, null, 0));
     assertThat(rows("SELECT object_id || ' ' || fence_id || ' ' || (extract(epoch FROM entered_at) * 1000)::bigint || ' ' || fence_seq FROM geofence_presence"))
         .containsExactlyInAnyOrder("p1 b 100 1", "p2 a 500 3");
+  }
+
+  /**
+   * Presence against an oracle that applies every trigger in order, one by one: random ENTERs and
+   * EXITs over a few objects and fences (so that batches hold several of one key), written with
+   * batch sizes from 1 to more than the stream.
+   */
+  @Test
+  void presenceEqualsTriggersAppliedOneByOne() throws Exception {
+    Random random = new Random(18);
+    for (int round = 0; round < 12; round++) {
+      try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+        s.execute("TRUNCATE geofence_presence");
+      }
+      int n = 1 + random.nextInt(400);
+      GeofenceTrigger[] triggers = new GeofenceTrigger[n];
+      Map<String, String> oracle = new TreeMap<>();
+      for (int i = 0; i < n; i++) {
+        String object = "o" + random.nextInt(5);
+        String fence = "f" + random.nextInt(4);
+        TriggerKind kind = random.nextInt(3) == 0 ? TriggerKind.EXIT : TriggerKind.ENTER;
+        triggers[i] = new GeofenceTrigger(object, fence, kind, 1000L * i, 0, 0, i, random.nextBoolean() ? "t" : null, 0);
+        if (kind == TriggerKind.ENTER) {
+          oracle.put(object + " " + fence, object + " " + fence + " " + 1000L * i + " " + i + " " + triggers[i].tenant);
+        } else {
+          oracle.remove(object + " " + fence);
+        }
+      }
+      int batchSize = 1 + random.nextInt(n + 10);
+      write(JdbcOutputs.presence(connection, JdbcExecutionOptions.builder().withBatchSize(batchSize).build()),
+          GeofenceTrigger.class, triggers);
+      assertThat(rows("SELECT object_id || ' ' || fence_id || ' ' || (extract(epoch FROM entered_at) * 1000)::bigint || ' '"
+          + " || fence_seq || ' ' || coalesce(tenant, 'null') FROM geofence_presence"))
+          .as("round %d: %d triggers in batches of %d", round, n, batchSize)
+          .containsExactlyInAnyOrderElementsOf(oracle.values());
+    }
+  }
+
+  @Test
+  void postgresUrlsGetBatchedInsertsUnlessTheySayOtherwise() {
+    assertThat(JdbcOutputs.withBatchedInserts("jdbc:postgresql://h:5432/db"))
+        .isEqualTo("jdbc:postgresql://h:5432/db?reWriteBatchedInserts=true");
+    assertThat(JdbcOutputs.withBatchedInserts("jdbc:postgresql://h/db?ssl=true"))
+        .isEqualTo("jdbc:postgresql://h/db?ssl=true&reWriteBatchedInserts=true");
+    assertThat(JdbcOutputs.withBatchedInserts("jdbc:postgresql://h/db?reWriteBatchedInserts=false"))
+        .isEqualTo("jdbc:postgresql://h/db?reWriteBatchedInserts=false");
+    assertThat(JdbcOutputs.withBatchedInserts("jdbc:h2:mem:x")).isEqualTo("jdbc:h2:mem:x");
+    assertThatThrownBy(() -> JdbcOutputs.batches(0, Duration.ZERO)).hasMessage("the sink batch size must be at least 1, got 0");
+    assertThatThrownBy(() -> JdbcOutputs.batches(1, Duration.ofMillis(-1)))
+        .hasMessage("the sink batch interval must not be negative, got -1 ms");
   }
 
   @Test

@@ -76,6 +76,8 @@ public final class GeofenceCommand {
       Flag.text("locations-group", "GROUP", GeofenceOptions.LOCATIONS_GROUP).defaultingTo("the job name"),
       Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
       Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
+      Flag.number("sink-batch-size", "N", GeofenceOptions.SINK_BATCH_SIZE),
+      Flag.duration("sink-batch-interval", GeofenceOptions.SINK_BATCH_INTERVAL),
       Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
       Flag.text("triggers-transactional-id", "PREFIX", GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID)
           .defaultingTo("the job name and -triggers"),
@@ -230,8 +232,9 @@ public final class GeofenceCommand {
       env.setParallelism(parallelism);
     }
 
-    JdbcConnectionOptions sink = jdbc(sinkUrl, fences);
-    JdbcExecutionOptions batches = JdbcExecutionOptions.builder().withBatchSize(500).withBatchIntervalMs(200).build();
+    JdbcConnectionOptions sink = jdbc(JdbcOutputs.withBatchedInserts(sinkUrl), fences);
+    JdbcExecutionOptions batches = JdbcOutputs.batches(
+        RUN.get(options, GeofenceOptions.SINK_BATCH_SIZE), RUN.get(options, GeofenceOptions.SINK_BATCH_INTERVAL));
     GeofenceJob.Endpoints endpoints =
         new GeofenceJob.Endpoints(FenceSource.create(fences), locations,
             JdbcOutputs.triggers(sink, batches), JdbcOutputs.presence(sink, batches), JdbcOutputs.deadLetters(sink, batches),
