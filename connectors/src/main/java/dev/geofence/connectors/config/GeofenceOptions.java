@@ -97,7 +97,8 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<String> LOCATIONS = key("geofence.locations.source").stringType().noDefaultValue()
       .withDescription("Where locations come from: kafka:BOOTSTRAP/TOPIC, file:PATH (a file, or a directory watched"
-          + " for new files) or generator:OBJECTS.");
+          + " for new files), generator:OBJECTS, or fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT]"
+          + " (vehicles reporting in real time, for benchmarks).");
 
   public static final ConfigOption<String> LOCATIONS_GROUP = key("geofence.locations.kafka-group").stringType().noDefaultValue()
       .withDescription("Kafka consumer group of kafka: locations; two jobs on one topic each need their own.");

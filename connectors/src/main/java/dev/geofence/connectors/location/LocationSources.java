@@ -41,6 +41,14 @@ public final class LocationSources {
         .build();
   }
 
+  /**
+   * A fleet reporting in real time, for benchmarks; see {@link Fleet}. Not rate-limited: the fleet
+   * paces itself to its locations' times.
+   */
+  public static Source<String, ?, ?> fleet(Fleet fleet) {
+    return new DataGeneratorSource<>(fleet, Long.MAX_VALUE, RateLimiterStrategy.noOp(), Types.STRING);
+  }
+
   /** Moving objects for the demo and benchmarks; see {@link MovingObjects}. */
   public static Source<String, ?, ?> generator(MovingObjects objects, double locationsPerSecond) {
     return new DataGeneratorSource<>(

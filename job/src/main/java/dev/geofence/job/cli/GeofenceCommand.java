@@ -7,6 +7,7 @@ import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.config.SourceFlags;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.location.Fleet;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.location.MovingObjects;
 import dev.geofence.connectors.model.GeofenceTrigger;
@@ -38,6 +39,7 @@ import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.TimeUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -307,7 +309,52 @@ public final class GeofenceCommand {
       MovingObjects moving = new MovingObjects(objects, 0, 0, 10, 10, System.currentTimeMillis(), 1000);
       return LocationSources.generator(moving, objects);
     }
-    throw new IllegalArgumentException("--locations must start with kafka:, file: or generator:, got '" + spec + "'");
+    if (spec.startsWith("fleet:")) {
+      return LocationSources.fleet(fleet(spec.substring(6), System.currentTimeMillis()));
+    }
+    throw new IllegalArgumentException("--locations must start with kafka:, file:, generator: or fleet:, got '" + spec + "'");
+  }
+
+  /**
+   * The fleet of {@code fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT]}:
+   * OBJECTS vehicles reporting every D (default 1 s) at about M/S metres per second (default 13),
+   * in the box (default 0/0/10/10), from {@code startMillis} on.
+   */
+  static Fleet fleet(String spec, long startMillis) {
+    String usage = "--locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT], got 'fleet:"
+        + spec + "'";
+    String[] parts = spec.split(",");
+    Duration every = Duration.ofSeconds(1);
+    double speed = 13;
+    double[] box = {0, 0, 10, 10};
+    try {
+      int objects = Integer.parseInt(parts[0]);
+      for (int i = 1; i < parts.length; i++) {
+        String[] kv = parts[i].split("=", 2);
+        if (kv.length != 2) {
+          throw new IllegalArgumentException(usage);
+        }
+        switch (kv[0]) {
+          case "every" -> every = TimeUtils.parseDuration(kv[1]);
+          case "speed" -> speed = Double.parseDouble(kv[1]);
+          case "box" -> {
+            String[] corners = kv[1].split("/");
+            if (corners.length != 4) {
+              throw new IllegalArgumentException(usage);
+            }
+            for (int c = 0; c < 4; c++) {
+              box[c] = Double.parseDouble(corners[c]);
+            }
+          }
+          default -> throw new IllegalArgumentException(usage);
+        }
+      }
+      return new Fleet(objects, box[0], box[1], box[2], box[3], startMillis, every.toMillis(), speed);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(usage);
+    } catch (IllegalArgumentException e) {
+      throw e.getMessage() != null && e.getMessage().startsWith("the fleet") ? e : new IllegalArgumentException(usage);
+    }
   }
 
   /** BOOTSTRAP/TOPIC as {bootstrap servers, topic}. */
