@@ -5,6 +5,7 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.FenceSet;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -17,7 +18,9 @@ import java.util.function.Consumer;
  * a fence now and was not at its previous evaluation for that fence, EXIT when it was and is not,
  * or when the fence is deleted under it. Who is inside which fence is kept twice: durably per fence
  * by the owner ({@link Membership}, keyed state), and here per object in memory, rebuilt from the
- * former on every restore, so that a location costs no keyed-state read. Not thread-safe.
+ * former on every restore, so that a location costs no keyed-state read. Locations released together
+ * are evaluated in batches ({@link #add}, {@link #flush}), through one query of the index per batch,
+ * whose stages overlap the cache misses of its points. Not thread-safe.
  */
 final class Evaluation {
 
@@ -35,6 +38,7 @@ final class Evaluation {
   private final int ownStart;
   private final int ownEnd;
   private final Map<String, Set<String>> fencesByObject = new HashMap<>();
+  private final LocationBatch batch = new LocationBatch();
 
   Evaluation(FenceSet fences, Membership membership, Consumer<GeofenceTrigger> emit, int maxParallelism, int ownStart, int ownEnd) {
     this.fences = fences;
@@ -55,7 +59,38 @@ final class Evaluation {
    * subtask's, except for a location a restore handed over for part of them.
    */
   void evaluate(Location location, int start, int end) throws Exception {
-    List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
+    evaluate(location, start, end, fences.index().covering(location.lon, location.lat, location.tenant));
+  }
+
+  /**
+   * Adds a location to the batch, to be evaluated as {@link #evaluate} would, by the time {@link
+   * #flush} returns; a full batch is evaluated at once. The caller flushes before anything that
+   * could change the answer (a fence edit) or the order of triggers (a location evaluated alone).
+   */
+  void add(Location location, int start, int end) throws Exception {
+    batch.add(location, start, end);
+    if (batch.full()) {
+      flush();
+    }
+  }
+
+  /** Evaluates the batch's locations in the order they were added, all from one query of the index. */
+  void flush() throws Exception {
+    int n = batch.size();
+    if (n == 0) {
+      return;
+    }
+    batch.query(fences.index());
+    List<String> covering = new ArrayList<>(4);
+    for (int point = 0; point < n; point++) {
+      batch.covering(point, covering);
+      evaluate(batch.location(point), batch.keyGroupStart(point), batch.keyGroupEnd(point), covering);
+    }
+    batch.clear();
+  }
+
+  /** Evaluates {@code location} given the ids of the fences covering it, which it does not keep. */
+  private void evaluate(Location location, int start, int end, List<String> covering) throws Exception {
     Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
     if (before.isEmpty() && covering.isEmpty()) {
       return;

@@ -478,7 +478,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -592,7 +592,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     recorder.update();
     if (!wasReady && readiness.ready()) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
   }
 
@@ -736,7 +736,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark(Watermark mark) throws Exception {
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
-      clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+      release();
     }
     super.processWatermark(mark);
   }
@@ -747,10 +747,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.processWatermark2(mark);
   }
 
+  /** Releases what the clock has due: edits, and locations, which are evaluated in batches. */
+  private void release() throws Exception {
+    clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+    evaluation.flush();
+  }
+
   /** What the clock releases: a fence's edits up to a time, or a location to evaluate. */
   private final class Release implements EventClock.Due {
     @Override
     public void applyPending(String key, long time) throws Exception {
+      // The locations released before this edit see the fences without it.
+      evaluation.flush();
       setCurrentKey(new FenceKey(key));
       List<FenceChange> due = new ArrayList<>();
       List<FenceChange> keep = new ArrayList<>();
@@ -767,7 +775,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
     @Override
     public void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception {
-      evaluation.evaluate(location, keyGroupStart, keyGroupEnd);
+      evaluation.add(location, keyGroupStart, keyGroupEnd);
     }
   }
 

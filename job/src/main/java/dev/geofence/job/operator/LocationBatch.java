@@ -1,0 +1,96 @@
+package dev.geofence.job.operator;
+
+import dev.geofence.connectors.model.Location;
+import dev.geofence.state.index.FenceIndex;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Up to {@value #SIZE} locations waiting to be evaluated together, with the key groups each is
+ * owed to, and the answers of one batch query of the index for them. 64 points give nearly all
+ * of the batch query's gain over single points at 1.2 M fences (README "Performance"), and add
+ * about 33 µs of evaluation before the first answer. Not thread-safe.
+ */
+final class LocationBatch {
+
+  static final int SIZE = 64;
+
+  private final Location[] locations = new Location[SIZE];
+  private final int[] keyGroupStarts = new int[SIZE];
+  private final int[] keyGroupEnds = new int[SIZE];
+  private final double[] xs = new double[SIZE];
+  private final double[] ys = new double[SIZE];
+  private final String[] tenants = new String[SIZE];
+  private int size;
+  private boolean anyTenant;
+  /** The query's answers, in increasing point order: the point, and a fence covering it. */
+  private int[] hitPoints = new int[SIZE * 2];
+  private String[] hitIds = new String[SIZE * 2];
+  private int hits;
+  private int nextHit;
+
+  void add(Location location, int keyGroupStart, int keyGroupEnd) {
+    locations[size] = location;
+    keyGroupStarts[size] = keyGroupStart;
+    keyGroupEnds[size] = keyGroupEnd;
+    xs[size] = location.lon;
+    ys[size] = location.lat;
+    tenants[size] = location.tenant;
+    anyTenant |= location.tenant != null;
+    size++;
+  }
+
+  boolean full() {
+    return size == SIZE;
+  }
+
+  int size() {
+    return size;
+  }
+
+  Location location(int point) {
+    return locations[point];
+  }
+
+  int keyGroupStart(int point) {
+    return keyGroupStarts[point];
+  }
+
+  int keyGroupEnd(int point) {
+    return keyGroupEnds[point];
+  }
+
+  /** Asks the index for the fences covering every point; read them with {@link #covering}, points in order. */
+  void query(FenceIndex index) {
+    hits = 0;
+    nextHit = 0;
+    index.forEachCovering(xs, ys, anyTenant ? tenants : null, size, this::hit);
+  }
+
+  /** Replaces {@code into}'s content with the fences covering {@code point}; points are read in increasing order. */
+  void covering(int point, List<String> into) {
+    into.clear();
+    while (nextHit < hits && hitPoints[nextHit] == point) {
+      into.add(hitIds[nextHit++]);
+    }
+  }
+
+  void clear() {
+    Arrays.fill(locations, 0, size, null);
+    Arrays.fill(tenants, 0, size, null);
+    Arrays.fill(hitIds, 0, hits, null);
+    size = 0;
+    hits = 0;
+    nextHit = 0;
+    anyTenant = false;
+  }
+
+  private void hit(int point, String fenceId) {
+    if (hits == hitPoints.length) {
+      hitPoints = Arrays.copyOf(hitPoints, hits * 2);
+      hitIds = Arrays.copyOf(hitIds, hits * 2);
+    }
+    hitPoints[hits] = point;
+    hitIds[hits++] = fenceId;
+  }
+}
