@@ -138,7 +138,8 @@ public final class GeofenceJob {
         .connect(timed.broadcast())
         .transform(FENCE_INDEX_NAME, TypeInformation.of(GeofenceTrigger.class),
             new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
-                env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH)))
+                env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH))
+                .evaluatingInBatchesOf(settings.evaluationBatchSize()))
         .uid(FENCE_INDEX_UID);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.

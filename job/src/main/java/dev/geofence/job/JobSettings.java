@@ -15,6 +15,7 @@ public final class JobSettings implements Serializable {
   private final GeometryFormat geometryFormat;
   private final Duration locationOutOfOrderness;
   private final Duration locationIdleness;
+  private final int evaluationBatchSize;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -27,6 +28,10 @@ public final class JobSettings implements Serializable {
     }
     this.locationOutOfOrderness = b.locationOutOfOrderness;
     this.locationIdleness = b.locationIdleness;
+    if (b.evaluationBatchSize < 1) {
+      throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + b.evaluationBatchSize);
+    }
+    this.evaluationBatchSize = b.evaluationBatchSize;
   }
 
   public static JobSettings defaults() {
@@ -55,12 +60,18 @@ public final class JobSettings implements Serializable {
     return locationIdleness;
   }
 
+  /** Locations evaluated per query of the fence index, when the clock releases many at once. */
+  public int evaluationBatchSize() {
+    return evaluationBatchSize;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
     private GeometryFormat geometryFormat = GeometryFormat.WKB;
     private Duration locationOutOfOrderness = Duration.ofSeconds(1);
     private Duration locationIdleness = Duration.ofSeconds(5);
+    private int evaluationBatchSize = 64;
 
     private Builder() {}
 
@@ -81,6 +92,11 @@ public final class JobSettings implements Serializable {
 
     public Builder locationIdleness(Duration locationIdleness) {
       this.locationIdleness = locationIdleness;
+      return this;
+    }
+
+    public Builder evaluationBatchSize(int evaluationBatchSize) {
+      this.evaluationBatchSize = evaluationBatchSize;
       return this;
     }
 

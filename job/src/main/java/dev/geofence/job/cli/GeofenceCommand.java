@@ -70,6 +70,7 @@ public final class GeofenceCommand {
       SourceFlags.TENANT_COLUMN,
       SourceFlags.GEOMETRY_FORMAT,
       Flag.choice("invalid-polygons", GeofenceOptions.INVALID_POLYGONS, InvalidPolygonPolicy.class),
+      Flag.number("evaluation-batch-size", "N", GeofenceOptions.EVALUATION_BATCH_SIZE),
       SourceFlags.SLOT,
       Flag.text("publication", "NAME", GeofenceOptions.PUBLICATION),
       Flag.duration("heartbeat-interval", GeofenceOptions.HEARTBEAT_INTERVAL),
@@ -201,6 +202,7 @@ public final class GeofenceCommand {
         .geometryOptions(GeometryReadOptions.builder()
             .invalidPolicy(RUN.get(options, GeofenceOptions.INVALID_POLYGONS))
             .build())
+        .evaluationBatchSize(RUN.get(options, GeofenceOptions.EVALUATION_BATCH_SIZE))
         .build();
 
     Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);

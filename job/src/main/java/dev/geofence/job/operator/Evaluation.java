@@ -38,9 +38,16 @@ final class Evaluation {
   private final int ownStart;
   private final int ownEnd;
   private final Map<String, Set<String>> fencesByObject = new HashMap<>();
-  private final LocationBatch batch = new LocationBatch();
+  private final LocationBatch batch;
 
   Evaluation(FenceSet fences, Membership membership, Consumer<GeofenceTrigger> emit, int maxParallelism, int ownStart, int ownEnd) {
+    this(fences, membership, emit, maxParallelism, ownStart, ownEnd, LocationBatch.DEFAULT_SIZE);
+  }
+
+  /** @param batchSize locations per query of the index ({@link #add}); 1 queries each alone */
+  Evaluation(FenceSet fences, Membership membership, Consumer<GeofenceTrigger> emit, int maxParallelism, int ownStart, int ownEnd,
+      int batchSize) {
+    this.batch = new LocationBatch(batchSize);
     this.fences = fences;
     this.membership = membership;
     this.emit = emit;

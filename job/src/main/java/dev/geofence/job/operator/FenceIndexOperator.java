@@ -143,6 +143,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final FenceSourceOptions source;
   /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
   private final String savepointPath;
+  /** Locations the clock releases together go to the index in batches of this many. */
+  private int evaluationBatch = LocationBatch.DEFAULT_SIZE;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
 
@@ -225,7 +227,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
     evaluation = new Evaluation(fences, new KeyedMembership(), this::emit, maxParallelism,
-        ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
+        ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
     unreadable = new ArrayList<>();
@@ -826,6 +828,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     public long getCount() {
       return count.getAsLong();
     }
+  }
+
+  /**
+   * Locations the clock releases together are evaluated in batches of {@code size} (1: one query
+   * of the index per location); larger batches trade a little latency for throughput.
+   */
+  public FenceIndexOperator evaluatingInBatchesOf(int size) {
+    if (size < 1) {
+      throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + size);
+    }
+    evaluationBatch = size;
+    return this;
   }
 
   // ---- for tests -----------------------------------------------------------------------------------

@@ -6,28 +6,44 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * Up to {@value #SIZE} locations waiting to be evaluated together, with the key groups each is
- * owed to, and the answers of one batch query of the index for them. 64 points give nearly all
- * of the batch query's gain over single points at 1.2 M fences (README "Performance"), and add
- * about 33 µs of evaluation before the first answer. Not thread-safe.
+ * Locations waiting to be evaluated together, up to a capacity, with the key groups each is owed
+ * to, and the answers of one batch query of the index for them. Not thread-safe.
  */
 final class LocationBatch {
 
-  static final int SIZE = 64;
+  /**
+   * 64 points give nearly all of the batch query's gain over single points at 1.2 M fences
+   * (README "Performance"), and add about 33 µs of evaluation before the first answer.
+   */
+  static final int DEFAULT_SIZE = 64;
 
-  private final Location[] locations = new Location[SIZE];
-  private final int[] keyGroupStarts = new int[SIZE];
-  private final int[] keyGroupEnds = new int[SIZE];
-  private final double[] xs = new double[SIZE];
-  private final double[] ys = new double[SIZE];
-  private final String[] tenants = new String[SIZE];
+  private final Location[] locations;
+  private final int[] keyGroupStarts;
+  private final int[] keyGroupEnds;
+  private final double[] xs;
+  private final double[] ys;
+  private final String[] tenants;
   private int size;
   private boolean anyTenant;
   /** The query's answers, in increasing point order: the point, and a fence covering it. */
-  private int[] hitPoints = new int[SIZE * 2];
-  private String[] hitIds = new String[SIZE * 2];
+  private int[] hitPoints;
+  private String[] hitIds;
   private int hits;
   private int nextHit;
+
+  LocationBatch(int capacity) {
+    if (capacity < 1) {
+      throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + capacity);
+    }
+    locations = new Location[capacity];
+    keyGroupStarts = new int[capacity];
+    keyGroupEnds = new int[capacity];
+    xs = new double[capacity];
+    ys = new double[capacity];
+    tenants = new String[capacity];
+    hitPoints = new int[capacity * 2];
+    hitIds = new String[capacity * 2];
+  }
 
   void add(Location location, int keyGroupStart, int keyGroupEnd) {
     locations[size] = location;
@@ -41,7 +57,7 @@ final class LocationBatch {
   }
 
   boolean full() {
-    return size == SIZE;
+    return size == locations.length;
   }
 
   int size() {
