@@ -1,6 +1,7 @@
 package dev.geofence.job.operator;
 
 import dev.geofence.connectors.model.Location;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -8,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 
 /**
  * The fence index's clock, and what waits for it (DESIGN section 5): a location with event time t
@@ -41,8 +43,11 @@ final class EventClock {
       new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
   /** How many entries of {@link #edits} each key has. */
   private final Map<String, Integer> editsPerKey = new HashMap<>();
-  private final PriorityQueue<Held> locations =
-      new PriorityQueue<>(Comparator.<Held>comparingLong(h -> h.location().timestamp).thenComparingLong(Held::arrival));
+  /** The order locations are released in: by time, then by arrival. */
+  private static final Comparator<Held> RELEASE_ORDER =
+      Comparator.<Held>comparingLong(h -> h.location().timestamp).thenComparingLong(Held::arrival);
+
+  private final HeldLocations locations = new HeldLocations();
   private long clock = Long.MIN_VALUE;
   /** The location input's own watermark: no location to come (on time) is older. */
   private long locationWatermark = Long.MIN_VALUE;
@@ -119,6 +124,49 @@ final class EventClock {
       } else {
         return;
       }
+    }
+  }
+
+  /**
+   * Held locations in {@link #RELEASE_ORDER}. Locations mostly arrive in time order, so one no
+   * older than the newest in order goes to the end of a queue, which stays in release order by
+   * construction, in constant time; only the others go to a heap. A heap of them all cost a
+   * logarithmic climb through some 10^5 held locations per location (bench/run path).
+   */
+  private static final class HeldLocations {
+    private final ArrayDeque<Held> inOrder = new ArrayDeque<>();
+    private final PriorityQueue<Held> outOfOrder = new PriorityQueue<>(RELEASE_ORDER);
+
+    void add(Held held) {
+      Held newest = inOrder.peekLast();
+      if (newest == null || held.location().timestamp >= newest.location().timestamp) {
+        inOrder.addLast(held);
+      } else {
+        outOfOrder.add(held);
+      }
+    }
+
+    Held peek() {
+      Held first = inOrder.peekFirst();
+      Held other = outOfOrder.peek();
+      return first == null ? other : other == null || RELEASE_ORDER.compare(first, other) <= 0 ? first : other;
+    }
+
+    void poll() {
+      if (peek() == inOrder.peekFirst()) {
+        inOrder.pollFirst();
+      } else {
+        outOfOrder.poll();
+      }
+    }
+
+    int size() {
+      return inOrder.size() + outOfOrder.size();
+    }
+
+    void forEach(Consumer<Held> action) {
+      inOrder.forEach(action);
+      outOfOrder.forEach(action);
     }
   }
 
