@@ -28,7 +28,8 @@ import java.util.SplittableRandom;
  * separates its cost from the evaluation's; one by one (batch 1) is the baseline of the batches.
  * Presence is kept in memory only here: keyed state is the job benchmark's (bench/run job).
  *
- * <p>Usage: OperatorPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R]
+ * <p>Usage: OperatorPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R] [--channels C]
+ * (the locations arrive as an index subtask receives them from C parse subtasks, default 2)
  * (package {@code dev.geofence.job.operator}, whose classes it drives, which are not public).
  */
 public final class OperatorPathBenchmark {
@@ -45,12 +46,14 @@ public final class OperatorPathBenchmark {
     int vehicles = 200_000;
     int locations = 1_000_000;
     int rounds = 3;
+    int channels = 2;
     for (int i = 0; i < args.length; i += 2) {
       switch (args[i]) {
         case "--fences" -> fences = Integer.parseInt(args[i + 1]);
         case "--vehicles" -> vehicles = Integer.parseInt(args[i + 1]);
         case "--locations" -> locations = Integer.parseInt(args[i + 1]);
         case "--rounds" -> rounds = Integer.parseInt(args[i + 1]);
+        case "--channels" -> channels = Integer.parseInt(args[i + 1]);
         default -> throw new IllegalArgumentException("unknown option " + args[i]);
       }
     }
@@ -65,8 +68,10 @@ public final class OperatorPathBenchmark {
     for (int n = 0; n < locations; n++) {
       measured[n] = fleet.location(vehicles + n);
     }
-    System.out.printf(Locale.ROOT, "%,d fences, %,d vehicles every 1 s at about 13 m/s, %,d locations per pass, %d rounds%n%n",
-        fences, vehicles, locations, rounds);
+    warm = interleaved(warm, channels);
+    measured = interleaved(measured, channels);
+    System.out.printf(Locale.ROOT, "%,d fences, %,d vehicles every 1 s at about 13 m/s, %,d locations per pass, arriving as"
+        + " from %d channels, %d rounds%n%n", fences, vehicles, locations, channels, rounds);
     String[] names = {"before: locations held in one heap, released to nothing", "clock alone (hold, release to nothing)",
         "clock + evaluation one by one (batch 1)", "clock + evaluation in batches of 64"};
     int[] batches = {-1, 0, 1, 64};
@@ -172,6 +177,26 @@ public final class OperatorPathBenchmark {
 
     @Override
     public void left(String fenceId, String objectId) {}
+  }
+
+  /**
+   * The order locations reach an index subtask from {@code channels} parse subtasks: the source's
+   * sequence dealt round robin to the channels, each channel's buffers of 256 locations read in turn.
+   */
+  private static Location[] interleaved(Location[] sequence, int channels) {
+    List<Location> arrival = new ArrayList<>(sequence.length);
+    int perBuffer = 256;
+    for (int round = 0; (long) round * perBuffer * channels < sequence.length; round++) {
+      for (int c = 0; c < channels; c++) {
+        for (int j = 0; j < perBuffer; j++) {
+          long n = ((long) round * perBuffer + j) * channels + c;
+          if (n < sequence.length) {
+            arrival.add(sequence[(int) n]);
+          }
+        }
+      }
+    }
+    return arrival.toArray(new Location[0]);
   }
 
   /**
