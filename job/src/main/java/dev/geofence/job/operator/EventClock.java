@@ -95,10 +95,16 @@ final class EventClock {
     return edits.size();
   }
 
-  /** The held locations with the key groups each is owed to, for operator state. */
+  /**
+   * The held locations with the key groups each is owed to, for operator state, in release order:
+   * held again in that order on restore, locations of the same time keep their order.
+   */
   List<PendingLocation> held() {
-    List<PendingLocation> held = new ArrayList<>(locations.size());
-    locations.forEach(h -> held.add(new PendingLocation(h.location(), h.keyGroupStart(), h.keyGroupEnd())));
+    List<Held> inOrder = new ArrayList<>(locations.size());
+    locations.forEach(inOrder::add);
+    inOrder.sort(RELEASE_ORDER);
+    List<PendingLocation> held = new ArrayList<>(inOrder.size());
+    inOrder.forEach(h -> held.add(new PendingLocation(h.location(), h.keyGroupStart(), h.keyGroupEnd())));
     return held;
   }
 
