@@ -1,8 +1,9 @@
 # The whole job under java -jar and what its REST API, jcmd and the database say of it, for the
 # benchmarks that run it (bench/job, bench/soak). Sourced from the repository's root after setting
 #   PORT  the bench PostGIS's port     DATA  its data directory (wiped at start)
-#   REST  the job's REST port          WORK  the run's work directory (job.log, cp/, sp/)
+#   REST  the job's REST port          WORK  the run's work directory (job.log, cp/, sp/, tmp/)
 #   HEAP  the job JVM's -Xmx           MARK  (set by the caller) epoch ms before a start, for wait_ready
+#   BACKEND  the job's state backend (rocksdb unless set)
 # Only processes this shell started are stopped, by their ids: others run the job on this machine too.
 
 # psql as a client over TCP (the password is in PGPASSWORD): it reads the SQL files as this user,
@@ -38,8 +39,8 @@ run() {  # run PARALLELISM LOCATIONS [options...]
   local p=$1 loc=$2; shift 2
   java -Xmx"$HEAP" -XX:+UseParallelGC -jar job/target/geofence-job.jar run \
     --source-url "jdbc:postgresql://127.0.0.1:$PORT/bench" --source-user postgres --locations "$loc" \
-    --parallelism "$p" --state-backend rocksdb --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
-    --checkpoint-interval 10s "$@" >> "$WORK/job.log" 2>&1 &
+    --parallelism "$p" --state-backend "${BACKEND:-rocksdb}" --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
+    --checkpoint-interval 10s -Dprocess.working-dir="$WORK/tmp" "$@" >> "$WORK/job.log" 2>&1 &
   JOB_PID=$!
 }
 alive() {  # alive PID: running (a zombie is not)
@@ -84,6 +85,7 @@ stop_job() {
   alive "$JOB_PID" && kill "$JOB_PID" 2>/dev/null || true
   while alive "$JOB_PID" || { [ -n "$child" ] && alive "$child"; } \
       || [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE active")" != 0 ]; do sleep 1; done
+  rm -rf "$WORK/tmp"  # the stopped job's RocksDB working files
 }
 # For an EXIT trap: the job, if it still runs (and the id is still the jar's, not a reused one).
 kill_job() {

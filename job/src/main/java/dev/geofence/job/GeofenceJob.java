@@ -151,7 +151,8 @@ public final class GeofenceJob {
             new FenceIndexOperatorFactory(
                 new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
                     env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH), settings.timePolicy())
-                    .maxHeldLocations(settings.maxHeldLocations()),
+                    .maxHeldLocations(settings.maxHeldLocations())
+                    .evaluatingInBatchesOf(settings.evaluationBatchSize()),
                 holdToken))
         .uid(FENCE_INDEX_UID);
 

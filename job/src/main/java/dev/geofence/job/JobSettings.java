@@ -19,6 +19,7 @@ public final class JobSettings implements Serializable {
   private final Duration locationIdleness;
   private final LocationTimePolicy timePolicy;
   private final int maxHeldLocations;
+  private final int evaluationBatchSize;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -36,6 +37,10 @@ public final class JobSettings implements Serializable {
       throw new IllegalArgumentException("the maximum of held locations must be positive, got " + b.maxHeldLocations);
     }
     this.maxHeldLocations = b.maxHeldLocations;
+    if (b.evaluationBatchSize < 1) {
+      throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + b.evaluationBatchSize);
+    }
+    this.evaluationBatchSize = b.evaluationBatchSize;
   }
 
   public static JobSettings defaults() {
@@ -74,6 +79,11 @@ public final class JobSettings implements Serializable {
     return maxHeldLocations;
   }
 
+  /** Locations evaluated per query of the fence index, when the clock releases many at once. */
+  public int evaluationBatchSize() {
+    return evaluationBatchSize;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
@@ -82,6 +92,7 @@ public final class JobSettings implements Serializable {
     private Duration locationIdleness = Duration.ofSeconds(5);
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
     private int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
+    private int evaluationBatchSize = FenceIndexOperator.DEFAULT_EVALUATION_BATCH_SIZE;
 
     private Builder() {}
 
@@ -112,6 +123,11 @@ public final class JobSettings implements Serializable {
 
     public Builder maxHeldLocations(int maxHeldLocations) {
       this.maxHeldLocations = maxHeldLocations;
+      return this;
+    }
+
+    public Builder evaluationBatchSize(int evaluationBatchSize) {
+      this.evaluationBatchSize = evaluationBatchSize;
       return this;
     }
 

@@ -94,6 +94,11 @@ public final class GeofenceOptions {
       .enumType(InvalidPolygonPolicy.class).defaultValue(InvalidPolygonPolicy.REPAIR)
       .withDescription("Policy for invalid polygons: repair (JTS GeometryFixer, reported as a warning) or reject.");
 
+  public static final ConfigOption<Integer> EVALUATION_BATCH_SIZE = key("geofence.fences.evaluation-batch-size").intType()
+      .defaultValue(64)
+      .withDescription("Locations released together by the fence clock are checked against the index this many at a time"
+          + " (1: one by one); larger batches trade a little latency for throughput.");
+
   // ---- locations ----------------------------------------------------------------------------------
 
   public static final ConfigOption<String> LOCATIONS = key("geofence.locations.source").stringType().noDefaultValue()

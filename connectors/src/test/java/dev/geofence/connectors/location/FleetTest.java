@@ -41,6 +41,20 @@ class FleetTest {
     assertThat(FLEET.locationsPerSecond()).isEqualTo(500.0);
   }
 
+  @Test
+  void linesParseBackToTheLocationsAndAPastOneComesAtOnce() throws Exception {
+    Fleet past = new Fleet(1000, 0, 0, 30, 30, 0, 2000, 13);
+    long start = System.nanoTime();
+    for (long n = 0; n < 5_000; n++) {
+      assertThat(LocationJson.parse(past.map(n))).isEqualTo(past.location(n));
+    }
+    assertThat((System.nanoTime() - start) / 1e9).as("seconds for locations of 1970").isLessThan(5);
+    Fleet future = new Fleet(1, 0, 0, 30, 30, System.currentTimeMillis() + 300, 2000, 13);
+    start = System.nanoTime();
+    future.map(0L);
+    assertThat((System.nanoTime() - start) / 1e6).as("ms until a location 300 ms ahead is emitted").isBetween(250.0, 2000.0);
+  }
+
   private static boolean nearEdge(Location l) {
     return l.lon < 0.5 || l.lat < 0.5 || l.lon > 29.5 || l.lat > 29.5;
   }

@@ -73,6 +73,7 @@ public final class GeofenceCommand {
       SourceFlags.TENANT_COLUMN,
       SourceFlags.GEOMETRY_FORMAT,
       Flag.choice("invalid-polygons", GeofenceOptions.INVALID_POLYGONS, InvalidPolygonPolicy.class),
+      Flag.number("evaluation-batch-size", "N", GeofenceOptions.EVALUATION_BATCH_SIZE),
       SourceFlags.SLOT,
       Flag.text("publication", "NAME", GeofenceOptions.PUBLICATION),
       Flag.duration("heartbeat-interval", GeofenceOptions.HEARTBEAT_INTERVAL),
@@ -210,6 +211,7 @@ public final class GeofenceCommand {
         .timePolicy(new LocationTimePolicy(
             RUN.get(options, GeofenceOptions.ALLOWED_LATENESS), RUN.get(options, GeofenceOptions.MAX_CLOCK_SKEW)))
         .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
+        .evaluationBatchSize(RUN.get(options, GeofenceOptions.EVALUATION_BATCH_SIZE))
         .build();
 
     Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);

@@ -33,7 +33,10 @@ import java.util.function.Predicate;
  * <p>An object's presence moves forward in its own event time only: a location older than the
  * newest one evaluated for its object (a late one, arriving after a newer one was evaluated) is
  * refused ({@link OutOfOrder}) and changes nothing. Locations of the same time are all evaluated.
- * Not thread-safe.
+ *
+ * <p>Locations released together are evaluated in batches ({@link #add}, {@link #flush}), through
+ * one query of the index per batch, whose stages overlap the cache misses of its points; each is
+ * decided as {@link #evaluate} would, in the order added. Not thread-safe.
  */
 final class Evaluation {
 
@@ -61,13 +64,18 @@ final class Evaluation {
   private final Map<String, Long> newestByObject = new HashMap<>();
   private final OutOfOrder outOfOrder;
   private final Predicate<String> exitPending;
+  private final LocationBatch batch;
 
-  /** @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit}) */
+  /**
+   * @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit})
+   * @param batchSize locations per query of the index ({@link #add}); 1 queries each alone
+   */
   Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
-      OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd) {
+      OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd, int batchSize) {
+    this.exitPending = exitPending;
+    this.batch = new LocationBatch(batchSize);
     this.fences = fences;
     this.history = history;
-    this.exitPending = exitPending;
     this.outOfOrder = outOfOrder;
     this.membership = membership;
     this.emit = emit;
@@ -86,13 +94,62 @@ final class Evaluation {
    * subtask's, except for a location a restore handed over for part of them.
    */
   void evaluate(Location location, int start, int end) throws Exception {
+    if (inOrder(location)) {
+      evaluate(location, start, end, fences.index().covering(location.lon, location.lat, location.tenant));
+    }
+  }
+
+  /**
+   * Adds a location to the batch, to be evaluated as {@link #evaluate} would, by the time {@link
+   * #flush} returns; a full batch is evaluated at once. The caller flushes before anything that
+   * could change the answer (a fence edit, which also changes the history) or the order of
+   * evaluations (a location evaluated alone).
+   */
+  void add(Location location, int start, int end) throws Exception {
+    batch.add(location, start, end);
+    if (batch.full()) {
+      flush();
+    }
+  }
+
+  /** Evaluates the batch's locations in the order they were added, all from one query of the index. */
+  void flush() throws Exception {
+    int n = batch.size();
+    if (n == 0) {
+      return;
+    }
+    batch.query(fences.index());
+    List<String> covering = new ArrayList<>(4);
+    for (int point = 0; point < n; point++) {
+      // Read for every point, refused or not: the answers are read points in order.
+      batch.covering(point, covering);
+      Location location = batch.location(point);
+      if (inOrder(location)) {
+        evaluate(location, batch.keyGroupStart(point), batch.keyGroupEnd(point), covering);
+      }
+    }
+    batch.clear();
+  }
+
+  /**
+   * Whether the location is no older than the newest evaluated for its object, which it then
+   * becomes; if it is older, it is refused.
+   */
+  private boolean inOrder(Location location) {
     Long newest = newestByObject.get(location.objectId);
     if (newest != null && location.timestamp < newest) {
       outOfOrder.refused(location, newest);
-      return;
+      return false;
     }
     newestByObject.put(location.objectId, location.timestamp);
-    List<String> covering = fences.index().covering(location.lon, location.lat, location.tenant);
+    return true;
+  }
+
+  /**
+   * Evaluates an in-order location given the ids of the fences of the index covering it, which it
+   * does not keep or change.
+   */
+  private void evaluate(Location location, int start, int end, List<String> covering) throws Exception {
     // Usually empty: only a location older than the newest edit finds fences changed since.
     Map<String, FenceHistory.Version> then = history.changedAfter(location.timestamp);
     Set<String> untouched = Set.of();

@@ -195,6 +195,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** The default of {@code --max-held-locations}. */
   public static final int DEFAULT_MAX_HELD_LOCATIONS = 100_000;
 
+  /**
+   * Locations per query of the index when the clock releases many: 64 points give nearly all of
+   * the batch query's gain over single points at 1.2 M fences (README "Performance"), and add
+   * about 33 µs of evaluation before the first answer.
+   */
+  public static final int DEFAULT_EVALUATION_BATCH_SIZE = 64;
+
   /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
   private static final int MIN_OBJECTS_KEPT = 1024;
 
@@ -219,6 +226,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Where this subtask says its hold is full, or null when it runs without a coordinator (tests). */
   private transient OperatorEventGateway holdGateway;
   private transient boolean holdFull;
+  /** Locations the clock releases together go to the index in batches of this many. */
+  private int evaluationBatch = DEFAULT_EVALUATION_BATCH_SIZE;
   /** Writes the current format, except in tests of state an other release wrote. */
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
   /** See {@link #writingPreviousLayout()}. */
@@ -346,8 +355,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     rereadVersions = new java.util.HashMap<>();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending, maxParallelism,
-        ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
+    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending,
+        maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
     unreadable = new ArrayList<>();
@@ -1191,9 +1200,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.processWatermark2(mark);
   }
 
-  /** Applies and evaluates what the clock has let through, and says if the hold has room again. */
+  /**
+   * Applies and evaluates what the clock has let through, locations in batches, and says if the
+   * hold has room again.
+   */
   private void release() throws Exception {
     clock.releaseUpTo(clock.time(), readiness::ready, new Release());
+    evaluation.flush();
     everReady |= readiness.ready();
     maybeReportHold();
   }
@@ -1202,6 +1215,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final class Release implements EventClock.Due {
     @Override
     public void applyPending(String key, long time) throws Exception {
+      // The locations released before this edit see the fences without it.
+      evaluation.flush();
       setCurrentKey(new FenceKey(key));
       List<FenceChange> due = new ArrayList<>();
       List<FenceChange> keep = new ArrayList<>();
@@ -1218,11 +1233,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
     @Override
     public void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception {
-      evaluation.evaluate(location, keyGroupStart, keyGroupEnd);
+      evaluation.add(location, keyGroupStart, keyGroupEnd);
     }
 
     @Override
     public void exitDeleted(String key) throws Exception {
+      // The locations released before these EXITs enter and leave the fence first.
+      evaluation.flush();
       setCurrentKey(new FenceKey(key));
       long time = Long.MAX_VALUE;
       for (Long waiting : pendingExitsState.keys()) {
@@ -1281,6 +1298,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     public long getCount() {
       return count.getAsLong();
     }
+  }
+
+  /**
+   * Locations the clock releases together are evaluated in batches of {@code size} (1: one query
+   * of the index per location); larger batches trade a little latency for throughput.
+   */
+  public FenceIndexOperator evaluatingInBatchesOf(int size) {
+    if (size < 1) {
+      throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + size);
+    }
+    evaluationBatch = size;
+    return this;
   }
 
   // ---- the bounded hold -----------------------------------------------------------------------------

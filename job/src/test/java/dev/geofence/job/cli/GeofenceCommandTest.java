@@ -82,6 +82,7 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,start=yesterday | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T], got 'fleet:10,start=yesterday'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,box=1/1/0/0 | the fleet's bounding box is empty",
       URL + " --sink-batch-size 0 | the sink batch size must be at least 1, got 0",
+      URL + " --evaluation-batch-size 0 | the evaluation batch size must be at least 1, got 0",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'onlyhost'",
       URL + " --triggers-topic kafka:9092 | --triggers-topic must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'kafka:9092'",
       URL + " --triggers-topic k:9092/t --triggers-transactional-id  | option --triggers-transactional-id needs a value",
