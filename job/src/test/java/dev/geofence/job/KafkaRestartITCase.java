@@ -72,7 +72,7 @@ class KafkaRestartITCase extends EndToEndFixture {
           .isEqualTo(queryLong("SELECT count(DISTINCT (object_id, fence_id, kind, event_time)) FROM geofence_triggers"));
       Set<String> table = triggerIds();
       Map<String, Integer> committed = Waiting.until("a checkpoint after the last trigger to commit them all to the topic", PATIENCE,
-          () -> triggerIdsInTopic(kafka, "triggers"), ids -> ids.keySet().equals(table));
+          () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
       assertThat(committed).as("each trigger once in the topic").allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
       threeWayCheck("kafka-restart", 20_000);
       assertThat(assertWarmUps(job, 2, "fresh")).as("the job waited for the broker and never failed over")

@@ -55,7 +55,7 @@ class KafkaTriggersITCase extends EndToEndFixture {
       assertTriggersAsOracle();
       Set<String> table = triggerIds();
       Map<String, Integer> committed = Waiting.until("the checkpoint after the last trigger to commit them all to the topic", PATIENCE,
-          () -> triggerIdsInTopic(kafka, "triggers"), ids -> ids.keySet().equals(table));
+          () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
       assertThat(committed).as("each trigger once").allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
       List<String> everything = kafka.values("triggers", false);
       assertThat(everything).as("the aborted transactions' records are still in the log").hasSizeGreaterThan(committed.size());
