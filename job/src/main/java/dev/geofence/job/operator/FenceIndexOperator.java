@@ -35,6 +35,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.LongSupplier;
+import java.util.function.Predicate;
+import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
@@ -350,9 +352,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
-    fingerprintTimes = new java.util.HashMap<>();
-    fingerprintVersions = new java.util.HashMap<>();
-    rereadVersions = new java.util.HashMap<>();
+    fingerprintTimes = new HashMap<>();
+    fingerprintVersions = new HashMap<>();
+    rereadVersions = new HashMap<>();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
     evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending,
@@ -786,7 +788,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * Deletes the live fences for which {@code inScope} holds that the read did not find and the
    * stream did not bring meanwhile: the source has no row of them at all. Returns their ids.
    */
-  private List<String> deleteUnread(java.util.function.Predicate<String> inScope) throws Exception {
+  private List<String> deleteUnread(Predicate<String> inScope) throws Exception {
     List<String> gone = new ArrayList<>();
     for (String id : fences.liveIds()) {
       if (inScope.test(id) && !rebuildRead.contains(id) && !streamedDuringRebuild.contains(id)) {
@@ -828,7 +830,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     rereading = overdue.stream().mapToInt(Integer::intValue).toArray();
     overdue.forEach(b -> rereadVersions.put(b, fingerprintVersions.get(b)));
     bucketsReread += rereading.length;
-    String which = overdue.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "));
+    String which = overdue.stream().map(String::valueOf).collect(Collectors.joining(", "));
     recorder.rereading((rereading.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + longest
         + " ms of event time after " + (rereading.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
     rebuildRead = new HashSet<>();
