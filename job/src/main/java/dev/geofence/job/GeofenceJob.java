@@ -92,6 +92,18 @@ public final class GeofenceJob {
     return new GatedLocationSource<>(locations, token);
   }
 
+  /**
+   * Event time of the locations: their own timestamps, a watermark that trails the newest by the
+   * out-of-orderness (what a location waits at least before it is evaluated, and how much disorder
+   * within an object's locations is sorted out before the order rule refuses the older), and that
+   * stops holding the clock back after the idleness.
+   */
+  static WatermarkStrategy<Location> locationTime(JobSettings settings) {
+    return WatermarkStrategy.<Location>forBoundedOutOfOrderness(settings.locationOutOfOrderness())
+        .withTimestampAssigner((l, ts) -> l.timestamp)
+        .withIdleness(settings.locationIdleness());
+  }
+
   /** Adds the job's data flow to {@code env}. */
   public static void build(StreamExecutionEnvironment env, Endpoints endpoints, JobSettings settings) {
     // Fence changes carry their commit time; heartbeats advance it while fences are idle. The CDC
@@ -138,11 +150,7 @@ public final class GeofenceJob {
         .process(new ParseLocations(settings.timePolicy()))
         .uid(PARSE_LOCATIONS_UID)
         .name("Parse locations");
-    DataStream<Location> timed = locations.assignTimestampsAndWatermarks(
-        WatermarkStrategy.<Location>forBoundedOutOfOrderness(settings.locationOutOfOrderness())
-            .withTimestampAssigner((l, ts) -> l.timestamp)
-            .withIdleness(settings.locationIdleness()))
-        .name("Location event time");
+    DataStream<Location> timed = locations.assignTimestampsAndWatermarks(locationTime(settings)).name("Location event time");
 
     SingleOutputStreamOperator<GeofenceTrigger> triggers = edits
         .keyBy(FenceKey::of, TypeInformation.of(FenceKey.class))

@@ -114,6 +114,12 @@ public final class GeofenceOptions {
       .withDescription("A location up to this far behind the fence clock is evaluated against the fences as they were at"
           + " its time (superseded fence versions are kept this long); a later one is a LATE dead letter.");
 
+  public static final ConfigOption<Duration> LOCATION_OUT_OF_ORDERNESS = key("geofence.locations.out-of-orderness").durationType()
+      .defaultValue(Duration.ofSeconds(1))
+      .withDescription("How far the location stream's watermark trails its newest location: how much disorder within an"
+          + " object's locations is put back in order before they are evaluated, and the least delay from a location to its"
+          + " trigger.");
+
   public static final ConfigOption<Integer> MAX_HELD_LOCATIONS = key("geofence.locations.max-held").intType()
       .defaultValue(100_000)
       .withDescription("Locations a subtask of the fence index may hold while it cannot evaluate them (the index not ready,"

@@ -82,6 +82,7 @@ public final class GeofenceCommand {
       Flag.text("locations-group", "GROUP", GeofenceOptions.LOCATIONS_GROUP).defaultingTo("the job name"),
       Flag.duration("allowed-lateness", GeofenceOptions.ALLOWED_LATENESS),
       Flag.duration("max-clock-skew", GeofenceOptions.MAX_CLOCK_SKEW),
+      Flag.duration("location-out-of-orderness", GeofenceOptions.LOCATION_OUT_OF_ORDERNESS),
       Flag.number("max-held-locations", "N", GeofenceOptions.MAX_HELD_LOCATIONS),
       Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
       Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
@@ -210,6 +211,7 @@ public final class GeofenceCommand {
             .build())
         .timePolicy(new LocationTimePolicy(
             RUN.get(options, GeofenceOptions.ALLOWED_LATENESS), RUN.get(options, GeofenceOptions.MAX_CLOCK_SKEW)))
+        .locationOutOfOrderness(RUN.get(options, GeofenceOptions.LOCATION_OUT_OF_ORDERNESS))
         .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
         .evaluationBatchSize(RUN.get(options, GeofenceOptions.EVALUATION_BATCH_SIZE))
         .build();
