@@ -37,7 +37,8 @@ load_fences() {  # load_fences N
 # starts the JVM that runs the job, and a SIGTERM to it stops both).
 run() {  # run PARALLELISM LOCATIONS [options...]
   local p=$1 loc=$2; shift 2
-  java -Xmx"$HEAP" -XX:+UseParallelGC -jar job/target/geofence-job.jar run \
+  # A GC log per JVM (the launcher's and the job's): the heap left after each collection, for gc_peak.
+  java -Xmx"$HEAP" -XX:+UseParallelGC -Xlog:gc:file="$WORK/gc-%p.log":time -jar job/target/geofence-job.jar run \
     --source-url "jdbc:postgresql://127.0.0.1:$PORT/bench" --source-user postgres --locations "$loc" \
     --parallelism "$p" --state-backend "${BACKEND:-rocksdb}" --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
     --checkpoint-interval 10s -Dprocess.working-dir="$WORK/tmp" "$@" >> "$WORK/job.log" 2>&1 &
@@ -57,7 +58,8 @@ job_id() {
   echo "no running job; see $WORK/job.log" >&2; exit 1
 }
 # Waits for PARALLELISM hydrated episodes of START_MODE installed after MARK, then prints the
-# slowest episode's installed -> hydrated seconds, its replayed and coalesced edits, and peak heap.
+# slowest episode's installed -> hydrated seconds, its replayed and coalesced edits, its peak heap
+# (in use, garbage included: the episode's peak_heap_bytes) and gc_peak.
 wait_ready() {  # wait_ready START_MODE PARALLELISM
   local mode=$1 p=$2
   for _ in $(seq 1 3600); do
@@ -65,12 +67,24 @@ wait_ready() {  # wait_ready START_MODE PARALLELISM
         AND installed_at > to_timestamp($MARK / 1000.0)" 2>/dev/null)" = "$p" ]; then
       sql "SELECT round(extract(epoch FROM max(hydrated_at) - min(installed_at))::numeric, 2), sum(edits_replayed),
           sum(edits_coalesced), max(peak_heap_bytes) FROM hydration_history WHERE start_mode = '$mode'
-          AND installed_at > to_timestamp($MARK / 1000.0)" | tr '|' ' '
+          AND installed_at > to_timestamp($MARK / 1000.0)" | tr '|' ' ' | tr '\n' ' '
+      gc_peak
       return
     fi
     sleep 1
   done
   echo "never ready ($mode); see $WORK/job.log" >&2; exit 1
+}
+# The most heap the job's JVM held after any collection so far, bytes: what a warm-up kept alive
+# (garbage the old generation has not collected yet included), where peak_heap_bytes counts every
+# allocation the young generation had room for.
+gc_peak() {
+  python3 - "$WORK/gc-$(jvm_pid).log" <<'PY'
+import re, sys
+units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+after = [int(n) * units[u] for n, u in re.findall(r"\d+[KMG]->(\d+)([KMG])\(", open(sys.argv[1]).read())]
+print(max(after, default=0))
+PY
 }
 steady_heap() {  # used heap right after a full GC, bytes
   local pid; pid=$(jvm_pid)
