@@ -19,6 +19,8 @@ import org.apache.flink.client.deployment.executors.LocalExecutor;
 import org.apache.flink.client.program.StreamContextEnvironment;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.DeploymentOptions;
+import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.core.execution.DefaultExecutorServiceLoader;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
@@ -142,7 +144,8 @@ class GeofenceCommandTest {
    * The job built from options given three ways at once, over a real database (the output
    * migration runs): the cluster's configuration names the locations (a generator, read by one
    * reader) and the job's name; {@code -D} the checkpoint interval; flags the database and the
-   * parallelism, and a flag beats the cluster's value of its key.
+   * parallelism, and a flag beats the cluster's value of its key. The embedded cluster's managed
+   * memory is the job's default unless {@code -D} sets it.
    */
   @Test
   void flagsDashDKeysAndTheClustersConfigurationAllReachTheJob() throws Exception {
@@ -159,9 +162,14 @@ class GeofenceCommandTest {
       assertThat(graph.getStreamNodes().stream().filter(n -> n.getOperatorName().contains("Location lines"))
           .mapToInt(StreamNode::getParallelism)).as("a generator's one reader").containsExactly(1);
 
+      assertThat(env.getConfiguration().get(TaskManagerOptions.MANAGED_MEMORY_SIZE))
+          .as("RocksDB's memory in an embedded cluster").isEqualTo(GeofenceCommand.EMBEDDED_MANAGED_MEMORY);
+
       env = underClient(cluster, () -> GeofenceCommand.prepare(GeofenceCommand.RUN.parse(new String[] {
-          "--source-url", url, "--source-user", "postgres", "--job-name", "from-the-flag", "--locations", "file:/tmp/nowhere"}, 0), ""));
+          "--source-url", url, "--source-user", "postgres", "--job-name", "from-the-flag", "--locations", "file:/tmp/nowhere",
+          "-Dtaskmanager.memory.managed.size=256m"}, 0), ""));
       assertThat(env.getStreamGraph().getJobName()).isEqualTo("from-the-flag");
+      assertThat(env.getConfiguration().get(TaskManagerOptions.MANAGED_MEMORY_SIZE)).isEqualTo(MemorySize.parse("256m"));
     }
   }
 
