@@ -71,6 +71,7 @@ wait_ready() {  # wait_ready START_MODE PARALLELISM
       gc_peak
       return
     fi
+    alive "$JOB_PID" || { echo "the job exited before it was ready ($mode); see $WORK/job.log" >&2; exit 1; }
     sleep 1
   done
   echo "never ready ($mode); see $WORK/job.log" >&2; exit 1
