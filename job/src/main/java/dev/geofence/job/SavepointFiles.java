@@ -13,6 +13,7 @@ import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
 import org.apache.flink.runtime.state.CompletedCheckpointStorageLocation;
 import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
+import org.apache.flink.runtime.state.KeyGroupsSavepointStateHandle;
 import org.apache.flink.runtime.state.KeyGroupsStateHandle;
 import org.apache.flink.runtime.state.KeyedStateHandle;
 import org.apache.flink.runtime.state.OperatorStateHandle;
@@ -63,6 +64,23 @@ public final class SavepointFiles {
       }
     }
     return metadata;
+  }
+
+  /**
+   * The parallelism at which a canonical savepoint's keyed state was written (Flink's own format,
+   * key groups in one stream per subtask), or 0 if it holds no such state (a native savepoint,
+   * whose files are RocksDB's, or no keyed state at all).
+   */
+  public static int canonicalKeyedParallelism(CheckpointMetadata metadata) {
+    int parallelism = 0;
+    for (OperatorState operator : metadata.getOperatorStates()) {
+      for (OperatorSubtaskState subtask : operator.getSubtaskStates().values()) {
+        if (subtask.getManagedKeyedState().stream().anyMatch(KeyGroupsSavepointStateHandle.class::isInstance)) {
+          parallelism = Math.max(parallelism, operator.getParallelism());
+        }
+      }
+    }
+    return parallelism;
   }
 
   private static String reason(Exception e) {

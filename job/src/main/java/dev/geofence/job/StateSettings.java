@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * the changelog in NO_CLAIM mode, or in none, runs in {@code LEGACY} mode, which leaves the
  * savepoint to the user too (the job's checkpoints refer to its files until the changelog's first
  * materialization); {@code CLAIM} hands it over to the job, which deletes it once no checkpoint
- * needs it.
+ * needs it. A canonical savepoint restored at another parallelism runs without the changelog
+ * ({@link #rescalesCanonical}).
  */
 public final class StateSettings {
 
@@ -60,13 +61,17 @@ public final class StateSettings {
     if (!options.getOptional(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER).isPresent()) {
       config.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, tolerableFailures(options.get(GeofenceOptions.CHECKPOINT_INTERVAL)));
     }
+    String savepoint = options.get(StateRecoveryOptions.SAVEPOINT_PATH);
     boolean changelog;
     if (options.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG).isPresent()) {
       changelog = options.get(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG);
     } else {
       changelog = defaultChangelog(config, options);
+      if (changelog && rescalesCanonical(savepoint, options)) {
+        config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
+        changelog = false;
+      }
     }
-    String savepoint = options.get(StateRecoveryOptions.SAVEPOINT_PATH);
     if (!changelog || savepoint == null) {
       return;
     }
@@ -79,6 +84,37 @@ public final class StateSettings {
           + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job",
           savepoint, mode == null ? "" : " instead of NO_CLAIM");
     }
+  }
+
+  /**
+   * Whether the job would restore a canonical savepoint at a parallelism other than the one it was
+   * taken at (or at one not configured, the cluster's). Under the changelog, Flink 1.20 registers
+   * each subtask's share of a rescaled canonical savepoint as state of the job's own first
+   * checkpoint, and deletes it, the savepoint's file with it, once that subtask materializes:
+   * the user's savepoint is then gone, and so is what the other subtasks of that file still
+   * restore from. Such a restore runs without the changelog (its checkpoints copy what changed in
+   * RocksDB's files); the next restore at its own parallelism gets the changelog back.
+   */
+  private static boolean rescalesCanonical(String savepoint, ReadableConfig options) {
+    if (savepoint == null) {
+      return false;
+    }
+    int taken;
+    try {
+      taken = SavepointFiles.canonicalKeyedParallelism(SavepointFiles.check(savepoint));
+    } catch (IllegalArgumentException unreadable) {
+      // Refused before the job is built (GeofenceCommand), or by Flink's restore: not for this to say.
+      return false;
+    }
+    Integer parallelism = options.getOptional(GeofenceOptions.PARALLELISM).orElse(null);
+    if (taken == 0 || (parallelism != null && parallelism == taken)) {
+      return false;
+    }
+    LOG.warn("restoring the canonical savepoint {} (taken at parallelism {}) at parallelism {}: the changelog state"
+        + " backend stays off for this run, since under it Flink deletes a rescaled canonical savepoint's files;"
+        + " restore at parallelism {}, or from a native savepoint, to keep it", savepoint, taken,
+        parallelism == null ? "the cluster's" : parallelism, taken);
+    return true;
   }
 
   /**

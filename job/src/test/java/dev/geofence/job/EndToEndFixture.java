@@ -289,6 +289,8 @@ abstract class EndToEndFixture {
     // Materializations every few checkpoints rather than every 10 min: checkpoints, savepoints and
     // failovers fall while RocksDB's files are being uploaded, and restores read both parts.
     config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, Duration.ofSeconds(2));
+    // As --parallelism sets it: the state settings compare it with a savepoint's.
+    config.set(GeofenceOptions.PARALLELISM, parallelism);
     StateSettings.apply(config, config);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
