@@ -38,17 +38,7 @@ public final class SavepointFiles {
    *     file's length is not the one the metadata gives
    */
   public static CheckpointMetadata check(String savepoint) {
-    CheckpointMetadata metadata;
-    try {
-      CompletedCheckpointStorageLocation location = AbstractFsCheckpointStorageAccess.resolveCheckpointPointer(savepoint);
-      try (DataInputStream in = new DataInputStream(location.getMetadataHandle().openInputStream())) {
-        metadata = Checkpoints.loadCheckpointMetadata(in, SavepointFiles.class.getClassLoader(), location.getExternalPointer());
-      }
-    } catch (EOFException e) {
-      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (its metadata file ends early: cut short?)");
-    } catch (IOException | RuntimeException e) {
-      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (" + reason(e) + ")");
-    }
+    CheckpointMetadata metadata = metadata(savepoint);
     for (FileStateHandle file : files(metadata)) {
       long length;
       try {
@@ -64,6 +54,24 @@ public final class SavepointFiles {
       }
     }
     return metadata;
+  }
+
+  /**
+   * The savepoint's metadata alone, its state files not looked at.
+   *
+   * @throws IllegalArgumentException if the metadata cannot be read
+   */
+  public static CheckpointMetadata metadata(String savepoint) {
+    try {
+      CompletedCheckpointStorageLocation location = AbstractFsCheckpointStorageAccess.resolveCheckpointPointer(savepoint);
+      try (DataInputStream in = new DataInputStream(location.getMetadataHandle().openInputStream())) {
+        return Checkpoints.loadCheckpointMetadata(in, SavepointFiles.class.getClassLoader(), location.getExternalPointer());
+      }
+    } catch (EOFException e) {
+      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (its metadata file ends early: cut short?)");
+    } catch (IOException | RuntimeException e) {
+      throw new IllegalArgumentException("savepoint " + savepoint + " cannot be read (" + reason(e) + ")");
+    }
   }
 
   /**

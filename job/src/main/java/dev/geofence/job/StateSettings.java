@@ -101,7 +101,8 @@ public final class StateSettings {
     }
     int taken;
     try {
-      taken = SavepointFiles.canonicalKeyedParallelism(SavepointFiles.check(savepoint));
+      // The metadata alone: GeofenceCommand has checked the files already.
+      taken = SavepointFiles.canonicalKeyedParallelism(SavepointFiles.metadata(savepoint));
     } catch (IllegalArgumentException unreadable) {
       // Refused before the job is built (GeofenceCommand), or by Flink's restore: not for this to say.
       return false;
