@@ -121,7 +121,7 @@ public final class GeofenceOptions {
           + " trigger.");
 
   public static final ConfigOption<Integer> MAX_HELD_LOCATIONS = key("geofence.locations.max-held").intType()
-      .defaultValue(100_000)
+      .defaultValue(1_000_000)
       .withDescription("Locations a subtask of the fence index may hold while it cannot evaluate them (the index not ready,"
           + " or the fence clock behind); when full, the location sources pause until it has room for half as many.");
 

@@ -58,6 +58,7 @@ final class EventClock {
   private long clock = Long.MIN_VALUE;
   /** The location input's own watermark: no location to come (on time) is older. */
   private long locationWatermark = Long.MIN_VALUE;
+  private long newestHeld = Long.MIN_VALUE;
   private long arrivals;
 
   long time() {
@@ -108,6 +109,12 @@ final class EventClock {
 
   void hold(Location location, int keyGroupStart, int keyGroupEnd) {
     locations.add(new Held(arrivals++, location, keyGroupStart, keyGroupEnd));
+    newestHeld = Math.max(newestHeld, location.timestamp);
+  }
+
+  /** How far the clock trails the newest location held so far, milliseconds (0 if it does not). */
+  long lagBehindHeld() {
+    return newestHeld > clock ? newestHeld - clock : 0;
   }
 
   int heldLocations() {

@@ -194,8 +194,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** How often the task thread takes what the recovery thread has for it, while it works. */
   static final long RECOVERY_POLL_MS = 10;
 
-  /** The default of {@code --max-held-locations}. */
-  public static final int DEFAULT_MAX_HELD_LOCATIONS = 100_000;
+  /**
+   * The default of {@code --max-held-locations}. A ready index holds every location until the fence
+   * clock passes its time, about two seconds of locations at the default lags (the clock steps a
+   * heartbeat at a time, and trails it by the stream's latency): 400,000 at the 200,000 a second a
+   * fleet of that many vehicles reports each second. Below that the source pauses again and again
+   * and the job falls behind a fleet it could keep up with (100,000 did at 100,000 a second:
+   * README "Performance").
+   */
+  public static final int DEFAULT_MAX_HELD_LOCATIONS = 1_000_000;
 
   /**
    * Locations per query of the index when the clock releases many: 64 points give nearly all of
@@ -1344,8 +1351,16 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (full != holdFull) {
       holdFull = full;
       holdGateway.sendEventToCoordinator(new HeldLocationsEvent(full));
-      LOG.info(full ? "{} locations held, the most this subtask may hold: it asks for the location sources to pause"
-          : "{} locations held: room again, the location sources may resume", held);
+      if (full && readiness.ready()) {
+        // Ready, so these wait only for the fence clock: the bound is below what the rate needs.
+        LOG.warn("{} locations held by a ready index, the most this subtask may hold: it asks for the location sources"
+            + " to pause. They wait for the fence clock, which trails them by {} ms; at this rate the bound throttles"
+            + " the job: raise --max-held-locations (geofence.locations.max-held) above the locations of a few such"
+            + " lags, or shorten --heartbeat-interval", held, clock.lagBehindHeld());
+      } else {
+        LOG.info(full ? "{} locations held, the most this subtask may hold: it asks for the location sources to pause"
+            : "{} locations held: room again, the location sources may resume", held);
+      }
     }
   }
 

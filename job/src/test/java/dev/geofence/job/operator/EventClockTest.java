@@ -130,6 +130,21 @@ class EventClockTest {
     });
   }
 
+  /** What a full hold's warning reports: how far the clock trails the newest location held, never less than 0. */
+  @Test
+  void theLagIsFromTheClockToTheNewestLocationHeld() {
+    EventClock clock = new EventClock();
+    clock.advanceTo(1_000);
+    assertThat(clock.lagBehindHeld()).as("nothing held").isZero();
+    clock.hold(new Location("o1", 1_700, 1, 2, null), 0, 127);
+    clock.hold(new Location("o2", 1_400, 1, 2, null), 0, 127);
+    assertThat(clock.lagBehindHeld()).as("the newest, not the last to arrive").isEqualTo(700);
+    clock.advanceTo(1_500);
+    assertThat(clock.lagBehindHeld()).isEqualTo(200);
+    clock.advanceTo(2_000);
+    assertThat(clock.lagBehindHeld()).as("the clock past every location").isZero();
+  }
+
   /**
    * Held locations come out by time, then arrival, however they arrived: mostly in order with
    * some late ones (as a stream is), released at random times; each release checked against a
