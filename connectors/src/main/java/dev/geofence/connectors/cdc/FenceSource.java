@@ -39,6 +39,10 @@ public final class FenceSource {
     // of a deploy's restore. Asked every 200 ms instead, with the same half minute of patience.
     debezium.setProperty("slot.retry.delay.ms", "200");
     debezium.setProperty("slot.max.retries", "150");
+    // Debezium waits this long whenever it finds no change queued, and the stream is mostly
+    // heartbeats, so its default of 500 ms was a share of every trigger's delay that only this wait
+    // made (bench/run job, fleet at 10,000 locations/s, 200 ms lags: p99 1.89 s, 0.90 s at 50 ms).
+    debezium.setProperty("poll.interval.ms", "50");
     // Whatever the user passed through wins.
     debezium.putAll(options.debeziumProperties());
     return PostgresIncrementalSource.<FenceChange>builder()
