@@ -1,15 +1,17 @@
 """CPU per location by stage of the whole job, for bench/job's fleet runs (issue 18, item 2).
 
-Usage: python3 bench/job-stages.py THREADS_BEFORE THREADS_AFTER PROFILE LOCATIONS POSTGRES_CPU_S
+Usage: python3 bench/job-stages.py THREADS_BEFORE THREADS_AFTER PROFILE LOCATIONS POSTGRES_CPU_S FROM_MS TO_MS
 
 THREADS_* are `jcmd PID Thread.print` dumps at the start and the end of the window (each thread's
 cpu=...ms); PROFILE is `jfr print --stack-depth 64 --events jdk.ExecutionSample` of a
-recording over the same window; LOCATIONS the locations the source emitted in it;
-POSTGRES_CPU_S the CPU seconds PostgreSQL spent meanwhile. Each thread's CPU time is split over
+recording that covers the window, whose samples outside [FROM_MS, TO_MS] (epoch milliseconds; a
+dump keeps whole chunks, so it begins up to a chunk's length before) are left out; LOCATIONS the
+locations the source emitted in the window; POSTGRES_CPU_S the CPU seconds PostgreSQL spent meanwhile. Each thread's CPU time is split over
 the stages in proportion to its samples (a sample belongs to the first stage, in the order below,
 that one of its frames names); threads without samples (the collector, the compiler) count whole.
 Prints one Markdown table: microseconds of CPU per location, by stage.
 """
+import datetime
 import re
 import sys
 from collections import defaultdict
@@ -65,16 +67,24 @@ def main():
     before, after = thread_cpu(sys.argv[1]), thread_cpu(sys.argv[2])
     locations = float(sys.argv[4])
     postgres_s = float(sys.argv[5])
+    # jfr prints a sample's startTime as the local time of day.
+    window = [datetime.datetime.fromtimestamp(int(ms) / 1000).time() for ms in sys.argv[6:8]]
+    def inside(t):
+        return window[0] <= t <= window[1] if window[0] <= window[1] else t >= window[0] or t <= window[1]
     samples = defaultdict(lambda: defaultdict(int))
-    thread, frames = None, None
+    thread, frames, wanted = None, None, True
     for line in open(sys.argv[3]):
         m = re.match(r'\s*sampledThread = "(.*)" \(javaThreadId', line)
-        if m:
+        t = re.match(r'\s*startTime = (\d\d:\d\d:\d\d(?:\.\d+)?)', line)
+        if t:
+            wanted = inside(datetime.time.fromisoformat(t.group(1)))
+        elif m:
             thread = m.group(1)
         elif line.strip() == "stackTrace = [":
             frames = []
         elif frames is not None and line.strip() in ("]", "...") :
-            samples[thread][stage_of_frames(frames) or thread_stage(thread)] += 1
+            if wanted:
+                samples[thread][stage_of_frames(frames) or thread_stage(thread)] += 1
             frames = None
         elif frames is not None:
             frames.append(line.strip())

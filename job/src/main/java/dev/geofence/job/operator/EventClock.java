@@ -112,9 +112,15 @@ final class EventClock {
     newestHeld = Math.max(newestHeld, location.timestamp);
   }
 
-  /** How far the clock trails the newest location held so far, milliseconds (0 if it does not). */
+  /**
+   * How far the clock trails the newest location held so far, milliseconds: 0 if it does not,
+   * {@link Long#MAX_VALUE} while the clock has not started.
+   */
   long lagBehindHeld() {
-    return newestHeld > clock ? newestHeld - clock : 0;
+    if (newestHeld <= clock) {
+      return 0;
+    }
+    return clock == Long.MIN_VALUE ? Long.MAX_VALUE : newestHeld - clock;
   }
 
   int heldLocations() {

@@ -1353,10 +1353,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       holdGateway.sendEventToCoordinator(new HeldLocationsEvent(full));
       if (full && readiness.ready()) {
         // Ready, so these wait only for the fence clock: the bound is below what the rate needs.
+        long lag = clock.lagBehindHeld();
         LOG.warn("{} locations held by a ready index, the most this subtask may hold: it asks for the location sources"
-            + " to pause. They wait for the fence clock, which trails them by {} ms; at this rate the bound throttles"
-            + " the job: raise --max-held-locations (geofence.locations.max-held) above the locations of a few such"
-            + " lags, or shorten --heartbeat-interval", held, clock.lagBehindHeld());
+            + " to pause. They wait for the fence clock, which {}; at this rate the bound throttles the job: raise"
+            + " --max-held-locations (geofence.locations.max-held) above the locations of a few such lags, or shorten"
+            + " --heartbeat-interval", held, lag == Long.MAX_VALUE ? "has not started" : "trails them by " + lag + " ms");
       } else {
         LOG.info(full ? "{} locations held, the most this subtask may hold: it asks for the location sources to pause"
             : "{} locations held: room again, the location sources may resume", held);

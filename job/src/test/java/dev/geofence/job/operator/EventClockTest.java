@@ -134,8 +134,11 @@ class EventClockTest {
   @Test
   void theLagIsFromTheClockToTheNewestLocationHeld() {
     EventClock clock = new EventClock();
+    assertThat(clock.lagBehindHeld()).as("nothing held, no clock").isZero();
+    clock.hold(new Location("o0", 900, 1, 2, null), 0, 127);
+    assertThat(clock.lagBehindHeld()).as("a clock not started trails without end").isEqualTo(Long.MAX_VALUE);
     clock.advanceTo(1_000);
-    assertThat(clock.lagBehindHeld()).as("nothing held").isZero();
+    assertThat(clock.lagBehindHeld()).as("held, but older than the clock").isZero();
     clock.hold(new Location("o1", 1_700, 1, 2, null), 0, 127);
     clock.hold(new Location("o2", 1_400, 1, 2, null), 0, 127);
     assertThat(clock.lagBehindHeld()).as("the newest, not the last to arrive").isEqualTo(700);
