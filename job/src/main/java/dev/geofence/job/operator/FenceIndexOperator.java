@@ -2,6 +2,7 @@ package dev.geofence.job.operator;
 
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
@@ -202,7 +203,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * and the job falls behind a fleet it could keep up with (100,000 did at 100,000 a second:
    * README "Performance").
    */
-  public static final int DEFAULT_MAX_HELD_LOCATIONS = 1_000_000;
+  public static final int DEFAULT_MAX_HELD_LOCATIONS = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
 
   /**
    * Locations per query of the index when the clock releases many: 64 points give nearly all of
