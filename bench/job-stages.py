@@ -4,9 +4,9 @@ Usage: python3 bench/job-stages.py THREADS_BEFORE THREADS_AFTER PROFILE LOCATION
 
 THREADS_* are `jcmd PID Thread.print` dumps at the start and the end of the window (each thread's
 cpu=...ms); PROFILE is `jfr print --stack-depth 64 --events jdk.ExecutionSample` of a
-recording that covers the window, whose samples outside [FROM_MS, TO_MS] (epoch milliseconds; a
-dump keeps whole chunks, so it begins up to a chunk's length before) are left out; LOCATIONS the
-locations the source emitted in the window; POSTGRES_CPU_S the CPU seconds PostgreSQL spent meanwhile. Each thread's CPU time is split over
+recording that covers the window, whose samples outside [FROM_MS, TO_MS] (epoch milliseconds)
+are left out; LOCATIONS the locations the source emitted in the window; POSTGRES_CPU_S the CPU
+seconds PostgreSQL spent meanwhile. Each thread's CPU time is split over
 the stages in proportion to its samples (a sample belongs to the first stage, in the order below,
 that one of its frames names); threads without samples (the collector, the compiler) count whole.
 Prints one Markdown table: microseconds of CPU per location, by stage.

@@ -39,9 +39,8 @@ class KafkaTriggersITCase extends EndToEndFixture {
 
       // Written to the table (at least once, flushed at once) but not yet committed to the topic:
       // the TaskManager dies now. A checkpoint may just have committed them, so move on until a
-      // batch is caught in flight.
-      // The committed records are read last and the TaskManager dies at once: a checkpoint that
-      // commits the batch between the two reads only makes the round look committed, but one
+      // batch is caught in flight. The committed records are read last and the TaskManager dies
+      // at once: a checkpoint between the two reads only makes the round look committed, one
       // between the reads and the kill leaves nothing to abort (two more reads there let one in).
       int rounds = 0;
       boolean inFlight;
@@ -50,10 +49,8 @@ class KafkaTriggersITCase extends EndToEndFixture {
         assertTriggersAsOracle();
         inFlight = kafka.values("triggers", false).size() > kafka.values("triggers", true).size();
       } while (!inFlight && ++rounds < 8);
-      if (inFlight) {
-        flink.terminateTaskManager(0).get();
-      }
       assertThat(inFlight).as("triggers in an open transaction").isTrue();
+      flink.terminateTaskManager(0).get();
       flink.startTaskManager();
 
       // The job recovers from its last checkpoint and replays what came after it.
