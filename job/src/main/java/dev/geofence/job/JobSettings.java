@@ -1,5 +1,6 @@
 package dev.geofence.job;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.job.operator.FenceIndexOperator;
@@ -88,7 +89,7 @@ public final class JobSettings implements Serializable {
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
     private GeometryFormat geometryFormat = GeometryFormat.WKB;
-    private Duration locationOutOfOrderness = Duration.ofSeconds(1);
+    private Duration locationOutOfOrderness = GeofenceOptions.LOCATION_OUT_OF_ORDERNESS.defaultValue();
     private Duration locationIdleness = Duration.ofSeconds(5);
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
     private int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;

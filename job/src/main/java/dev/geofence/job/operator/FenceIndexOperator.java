@@ -210,7 +210,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * the batch query's gain over single points at 1.2 M fences (README "Performance"), and add
    * about 33 µs of evaluation before the first answer.
    */
-  public static final int DEFAULT_EVALUATION_BATCH_SIZE = 64;
+  public static final int DEFAULT_EVALUATION_BATCH_SIZE = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
 
   /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
   private static final int MIN_OBJECTS_KEPT = 1024;
