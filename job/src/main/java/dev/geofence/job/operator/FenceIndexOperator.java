@@ -446,18 +446,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (restored) {
       recorder.enter(LoadPhase.RESTORING);
     }
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer),
-        (FenceKey bucket, MapState<String, StoredFence> state) -> {
-          for (Map.Entry<String, StoredFence> fence : state.entries()) {
-            if (fence.getValue() == StoredFence.UNREADABLE) {
-              unreadable.add(fence.getKey());
-            } else {
-              stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
-            }
+    // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
+    // by a pass over every fence on RocksDB, a fifth of a restore's reading (README "Performance").
+    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
+      if (FenceBuckets.inKeyGroups(bucket, maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup())) {
+        setCurrentKey(FenceKey.ofBucket(bucket));
+        for (Map.Entry<String, StoredFence> fence : fencesState.entries()) {
+          if (fence.getValue() == StoredFence.UNREADABLE) {
+            unreadable.add(fence.getKey());
+          } else {
+            stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
           }
-        });
+        }
+      }
+    }
     // State of a release before the per-bucket maps: moved into the maps (once; the next
     // checkpoint carries the move).
     Map<String, StoredFence> legacy = new HashMap<>();
