@@ -52,6 +52,6 @@ public final class LocationSources {
   /** Moving objects for the demo and benchmarks; see {@link MovingObjects}. */
   public static Source<String, ?, ?> generator(MovingObjects objects, double locationsPerSecond) {
     return new DataGeneratorSource<>(
-        objects::line, Long.MAX_VALUE, RateLimiterStrategy.perSecond(locationsPerSecond), Types.STRING);
+        new MovingObjects.Lines(objects), Long.MAX_VALUE, RateLimiterStrategy.perSecond(locationsPerSecond), Types.STRING);
   }
 }

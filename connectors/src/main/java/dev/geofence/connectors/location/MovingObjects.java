@@ -2,6 +2,7 @@ package dev.geofence.connectors.location;
 
 import dev.geofence.connectors.model.Location;
 import java.io.Serializable;
+import org.apache.flink.connector.datagen.source.GeneratorFunction;
 
 /**
  * Objects circling through a bounding box, each location a pure function of its sequence number,
@@ -40,6 +41,42 @@ public record MovingObjects(
 
   public String line(long n) {
     return LocationJson.format(location(n));
+  }
+
+  /** The same objects with their timeline moved earlier by {@code millis}. */
+  public MovingObjects earlierBy(long millis) {
+    return new MovingObjects(objects, minLon, minLat, maxLon, maxLat, startMillis - millis, stepMillis);
+  }
+
+  /**
+   * The lines of a generator source: {@link #line}, but on the wall clock. A reader restored from
+   * a savepoint goes on from the sequence number it had reached, which a timeline starting at the
+   * new submission would stamp ahead by as long as the runs before had lasted (the job holds such
+   * locations until the clock reaches them, and refuses them as FUTURE_TIMESTAMP past the clock
+   * skew). So a reader whose first location lies ahead of the wall clock moves the whole timeline
+   * back to start there. Fresh runs, and their failovers, whose replayed locations lie in the
+   * past, emit exactly {@link #line}; a failover of a restored run moves the timeline again, so
+   * its replayed locations are stamped later than the first time by the seconds since the
+   * checkpoint.
+   */
+  public static final class Lines implements GeneratorFunction<Long, String> {
+    private static final long serialVersionUID = 1L;
+
+    private final MovingObjects objects;
+    private transient MovingObjects onTheClock;
+
+    public Lines(MovingObjects objects) {
+      this.objects = objects;
+    }
+
+    @Override
+    public String map(Long n) {
+      if (onTheClock == null) {
+        long ahead = objects.location(n).timestamp - System.currentTimeMillis();
+        onTheClock = ahead > 0 ? objects.earlierBy(ahead) : objects;
+      }
+      return onTheClock.line(n);
+    }
   }
 
   private static double frac(double x) {

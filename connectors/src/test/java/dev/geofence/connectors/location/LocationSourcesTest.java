@@ -65,6 +65,38 @@ class LocationSourcesTest {
     }
   }
 
+  /**
+   * A reader restored from a savepoint goes on from its sequence number under a timeline that
+   * starts at the new submission; it must stamp on the wall clock, not ahead by the runs before.
+   */
+  @Test
+  void aGeneratorRestoredFarAlongItsSequenceStampsOnTheWallClock() throws Exception {
+    long submitted = System.currentTimeMillis();
+    MovingObjects objects = new MovingObjects(7, 0, 0, 10, 10, submitted, 1000);
+    MovingObjects.Lines lines = new MovingObjects.Lines(objects);
+    long restoredAt = 3_600L * 7 + 3; // an hour of laps into the sequence
+    long before = System.currentTimeMillis();
+    Location first = LocationJson.parse(lines.map(restoredAt));
+    long after = System.currentTimeMillis();
+    assertThat(first.timestamp).isBetween(before, after);
+    Location asNumbered = objects.location(restoredAt);
+    assertThat(first.objectId).isEqualTo(asNumbered.objectId);
+    assertThat(first.lon).isEqualTo(asNumbered.lon);
+    assertThat(first.lat).isEqualTo(asNumbered.lat);
+    // The rest of the timeline moves with it, a lap a step.
+    assertThat(LocationJson.parse(lines.map(restoredAt + 7)).timestamp).isEqualTo(first.timestamp + 1000);
+    assertThat(LocationJson.parse(lines.map(restoredAt + 7)).lon).isEqualTo(objects.location(restoredAt + 7).lon);
+  }
+
+  /** A timeline that is not ahead of the wall clock, as in a fresh run or its failover, is left as numbered. */
+  @Test
+  void aGeneratorBehindTheWallClockEmitsItsLinesAsNumbered() throws Exception {
+    MovingObjects.Lines lines = new MovingObjects.Lines(OBJECTS);
+    for (long n = 500; n < 530; n++) {
+      assertThat(lines.map(n)).isEqualTo(OBJECTS.line(n));
+    }
+  }
+
   private static List<String> lines(int n) {
     List<String> lines = new ArrayList<>();
     for (long i = 0; i < n; i++) {
