@@ -5,8 +5,8 @@ import java.io.Serializable;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
 
 /**
- * Objects circling through a bounding box, each location a pure function of its sequence number,
- * so a replayed generator emits exactly the same lines. Object {@code n % objects} moves on its own
+ * Objects circling through a bounding box, each location a pure function of its sequence number
+ * ({@link #line}; a generator source emits {@link Lines}, which may move the timeline once). Object {@code n % objects} moves on its own
  * circle; its timestamps start at {@code startMillis} and advance by {@code stepMillis} per lap of
  * all objects.
  */
@@ -55,9 +55,11 @@ public record MovingObjects(
    * locations until the clock reaches them, and refuses them as FUTURE_TIMESTAMP past the clock
    * skew). So a reader whose first location lies ahead of the wall clock moves the whole timeline
    * back to start there. Fresh runs, and their failovers, whose replayed locations lie in the
-   * past, emit exactly {@link #line}; a failover of a restored run moves the timeline again, so
-   * its replayed locations are stamped later than the first time by the seconds since the
-   * checkpoint.
+   * past, emit exactly {@link #line}. A failover of a restored run moves the timeline again (the
+   * move is not in the source's checkpointed state, which {@code DataGeneratorSource} does not
+   * extend), so its replayed locations are stamped later than the first time, and the triggers
+   * they cause have other ids: the replay's triggers are written a second time. A source whose
+   * replays must be exact is {@code fleet:} with its {@code start=}, or Kafka.
    */
   public static final class Lines implements GeneratorFunction<Long, String> {
     private static final long serialVersionUID = 1L;

@@ -447,7 +447,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       recorder.enter(LoadPhase.RESTORING);
     }
     // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
-    // by a pass over every fence on RocksDB, a fifth of a restore's reading (README "Performance").
+    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (README "Performance").
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
       if (FenceBuckets.inKeyGroups(bucket, maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup())) {
         setCurrentKey(FenceKey.ofBucket(bucket));
