@@ -145,9 +145,9 @@ class FirstContactITCase {
             + " WHERE event_time >= to_timestamp(" + second.startedAt + " / 1000.0)";
         String firstTime = Waiting.until("a trigger stamped after the restored demo started", Duration.ofSeconds(90),
             () -> strings(db, firstOfThisRun).get(0), Objects::nonNull);
-        long ready = Long.parseLong(strings(db, "SELECT (extract(epoch FROM max(hydrated_at)) * 1000)::bigint FROM hydration_history"
+        long readyAt = Long.parseLong(strings(db, "SELECT (extract(epoch FROM max(hydrated_at)) * 1000)::bigint FROM hydration_history"
             + " WHERE job_name = 'geofence-demo' AND start_mode = 'savepoint'").get(0));
-        long stampedAfterReady = Long.parseLong(firstTime) - ready;
+        long stampedAfterReady = Long.parseLong(firstTime) - readyAt;
         System.out.printf("[first contact] restored demo: its first location that triggered was stamped %.1f s after the index was ready%n",
             stampedAfterReady / 1000.0);
         assertThat(stampedAfterReady).as("ms from the restored index's readiness to its first location's trigger time").isLessThan(10_000);
