@@ -6,9 +6,9 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 
 /**
  * Objects circling through a bounding box, each location a pure function of its sequence number
- * ({@link #line}; a generator source emits {@link Lines}, which may move the timeline once). Object {@code n % objects} moves on its own
- * circle; its timestamps start at {@code startMillis} and advance by {@code stepMillis} per lap of
- * all objects.
+ * ({@link #line}; a generator source emits {@link Lines}, which may move the timeline once).
+ * Object {@code n % objects} moves on its own circle; its timestamps start at {@code startMillis}
+ * and advance by {@code stepMillis} per lap of all objects.
  */
 public record MovingObjects(
     int objects, double minLon, double minLat, double maxLon, double maxLat, long startMillis, long stepMillis)
@@ -44,7 +44,7 @@ public record MovingObjects(
   }
 
   /** The same objects with their timeline moved earlier by {@code millis}. */
-  public MovingObjects earlierBy(long millis) {
+  private MovingObjects earlierBy(long millis) {
     return new MovingObjects(objects, minLon, minLat, maxLon, maxLat, startMillis - millis, stepMillis);
   }
 
