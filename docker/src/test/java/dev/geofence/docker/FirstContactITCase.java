@@ -133,14 +133,16 @@ class FirstContactITCase {
       System.out.printf("[first contact] warm machine, restored demo: first trigger printed %.1f s after java -jar ... demo%n", firstTrigger / 1000.0);
       probes.awaitReady(60);
       assertThat(second.output()).contains("[demo] restarting PostgreSQL", "fences from the last run are in PostgreSQL",
-          "[demo] restoring the job from " + savepoint);
+          "[demo] restoring the job from " + savepoint,
+          "[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
       try (Connection db = connect(pgPort)) {
         assertThat(strings(db, "SELECT subtask || ' ' || start_mode || ' ' || (hydrated_at IS NOT NULL) FROM hydration_history"
             + " WHERE job_name = 'geofence-demo'")).containsExactlyInAnyOrder("0 fresh true", "1 fresh true", "0 savepoint true", "1 savepoint true");
-        // The restored generator goes on from its savepoint's sequence number, on the wall clock:
-        // stamped ahead by the first run's length, its locations were held that long (and past
-        // the clock skew, refused). Measured from the restored index's readiness, which a slow
-        // host delays as much as the source's start.
+        // The restored generator goes on from its savepoint's sequence number, on the first run's
+        // timeline moved on by the time the job was stopped: stamped ahead by the first run's
+        // length instead, its locations were held that long (and past the clock skew, refused).
+        // Measured from the restored index's readiness, which a slow host delays as much as the
+        // source's start.
         String firstOfThisRun = "SELECT (extract(epoch FROM min(event_time)) * 1000)::bigint FROM geofence_triggers"
             + " WHERE event_time >= to_timestamp(" + second.startedAt + " / 1000.0)";
         String firstTime = Waiting.until("a trigger stamped after the restored demo started", Duration.ofSeconds(90),

@@ -49,9 +49,11 @@ public final class LocationSources {
     return new DataGeneratorSource<>(fleet, Long.MAX_VALUE, RateLimiterStrategy.noOp(), Types.STRING);
   }
 
-  /** Moving objects for the demo and benchmarks; see {@link MovingObjects}. */
-  public static Source<String, ?, ?> generator(MovingObjects objects, double locationsPerSecond) {
-    return new DataGeneratorSource<>(
-        new MovingObjects.Lines(objects), Long.MAX_VALUE, RateLimiterStrategy.perSecond(locationsPerSecond), Types.STRING);
+  /**
+   * Moving objects for the demo and benchmarks; see {@link MovingObjects.Lines}. Not rate-limited:
+   * the lines pace themselves to their locations' times.
+   */
+  public static Source<String, ?, ?> generator(MovingObjects.Lines lines) {
+    return new DataGeneratorSource<>(lines, Long.MAX_VALUE, RateLimiterStrategy.noOp(), Types.STRING);
   }
 }

@@ -6,7 +6,7 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 
 /**
  * Objects circling through a bounding box, each location a pure function of its sequence number
- * ({@link #line}; a generator source emits {@link Lines}, which may move the timeline once).
+ * ({@link #line}; a generator source emits {@link Lines}, which paces them to their timestamps).
  * Object {@code n % objects} moves on its own circle; its timestamps start at {@code startMillis}
  * and advance by {@code stepMillis} per lap of all objects.
  */
@@ -49,35 +49,57 @@ public record MovingObjects(
   }
 
   /**
-   * The lines of a generator source: {@link #line}, but on the wall clock. A reader restored from
-   * a savepoint goes on from the sequence number it had reached, which a timeline starting at the
-   * new submission would stamp ahead by as long as the runs before had lasted (the job holds such
-   * locations until the clock reaches them, and refuses them as FUTURE_TIMESTAMP past the clock
-   * skew). So a reader whose first location lies ahead of the wall clock moves the whole timeline
-   * back to start there. Fresh runs, and their failovers, whose replayed locations lie in the
-   * past, emit exactly {@link #line}. A failover of a restored run moves the timeline again (the
-   * move is not in the source's checkpointed state, which {@code DataGeneratorSource} does not
-   * extend), so its replayed locations are stamped later than the first time, and the triggers
-   * they cause have other ids: the replay's triggers are written a second time. A source whose
-   * replays must be exact is {@code fleet:} with its {@code start=}, or Kafka.
+   * The lines of a generator source: {@link #line}, each emitted when the wall clock reaches its
+   * timestamp (a reader that is behind, after its start-up or a restore, catches up as fast as it
+   * can), so that a location's event time is its arrival time.
+   *
+   * <p>A reader restored from a savepoint goes on from the sequence number it had reached. Under
+   * a {@linkplain #fixed fixed} timeline its locations are the first run's to the bit, so a replay
+   * after a failover emits the same lines and causes the same triggers; the submitter gives the
+   * restored run a start that puts the savepoint's position at the wall clock (the demo moves the
+   * first run's start by the time the job was stopped). A timeline that {@linkplain #onTheWallClock
+   * follows the clock} starts at the submission, which would stamp a restored reader's locations
+   * ahead by as long as the runs before had lasted (held that long, and refused as
+   * FUTURE_TIMESTAMP past the clock skew); so a reader whose first location lies ahead of the wall
+   * clock moves the whole timeline back to start there. That move is not in the source's
+   * checkpointed state ({@code DataGeneratorSource} keeps only the sequence number), so a failover
+   * of a restored run moves it again: its replay is stamped later, and the triggers it causes are
+   * written a second time.
    */
   public static final class Lines implements GeneratorFunction<Long, String> {
     private static final long serialVersionUID = 1L;
 
     private final MovingObjects objects;
-    private transient MovingObjects onTheClock;
+    private final boolean movable;
+    private transient MovingObjects timeline;
 
-    public Lines(MovingObjects objects) {
+    private Lines(MovingObjects objects, boolean movable) {
       this.objects = objects;
+      this.movable = movable;
+    }
+
+    /** Lines on the objects' own timeline, never moved: replays are exact. */
+    public static Lines fixed(MovingObjects objects) {
+      return new Lines(objects, false);
+    }
+
+    /** Lines whose timeline a reader moves back once if its first location is ahead of the wall clock. */
+    public static Lines onTheWallClock(MovingObjects objects) {
+      return new Lines(objects, true);
     }
 
     @Override
-    public String map(Long n) {
-      if (onTheClock == null) {
+    public String map(Long n) throws InterruptedException {
+      if (timeline == null) {
         long ahead = objects.location(n).timestamp - System.currentTimeMillis();
-        onTheClock = ahead > 0 ? objects.earlierBy(ahead) : objects;
+        timeline = movable && ahead > 0 ? objects.earlierBy(ahead) : objects;
       }
-      return onTheClock.line(n);
+      Location location = timeline.location(n);
+      long wait = location.timestamp - System.currentTimeMillis();
+      if (wait > 0) {
+        Thread.sleep(wait);
+      }
+      return LocationJson.format(location);
     }
   }
 

@@ -326,20 +326,43 @@ public final class GeofenceCommand {
       return LocationSources.kafka(topic[0], topic[1], kafkaGroup);
     }
     if (spec.startsWith("generator:")) {
-      int objects;
-      try {
-        objects = Integer.parseInt(spec.substring(10));
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("--locations generator: must be generator:OBJECTS, got '" + spec + "'");
-      }
-      // One location per object per second, timestamped in step with the wall clock.
-      MovingObjects moving = new MovingObjects(objects, 0, 0, 10, 10, System.currentTimeMillis(), 1000);
-      return LocationSources.generator(moving, objects);
+      return LocationSources.generator(generator(spec.substring(10), System.currentTimeMillis()));
     }
     if (spec.startsWith("fleet:")) {
       return LocationSources.fleet(fleet(spec.substring(6), System.currentTimeMillis()));
     }
     throw new IllegalArgumentException("--locations must start with kafka:, file:, generator: or fleet:, got '" + spec + "'");
+  }
+
+  /**
+   * The lines of {@code generator:OBJECTS[,start=T]}: OBJECTS objects circling in the box
+   * 0/0/10/10, one location each a second. With {@code start=T} (epoch milliseconds or an
+   * ISO-8601 instant) the timeline is fixed there and replays are exact; without it the timeline
+   * starts at {@code startMillis} and a restored reader moves it onto the wall clock (see {@link
+   * MovingObjects.Lines}).
+   */
+  static MovingObjects.Lines generator(String spec, long startMillis) {
+    String usage = "--locations generator: must be generator:OBJECTS[,start=T], got 'generator:" + spec + "'";
+    String[] parts = spec.split(",", -1);
+    try {
+      int objects = Integer.parseInt(parts[0]);
+      if (parts.length == 1) {
+        return MovingObjects.Lines.onTheWallClock(new MovingObjects(objects, 0, 0, 10, 10, startMillis, 1000));
+      }
+      if (parts.length > 2 || !parts[1].startsWith("start=")) {
+        throw new IllegalArgumentException(usage);
+      }
+      return MovingObjects.Lines.fixed(new MovingObjects(objects, 0, 0, 10, 10, instant(parts[1].substring(6)), 1000));
+    } catch (NumberFormatException | DateTimeParseException e) {
+      throw new IllegalArgumentException(usage);
+    } catch (IllegalArgumentException e) {
+      throw e.getMessage() != null && e.getMessage().startsWith("the generator") ? e : new IllegalArgumentException(usage);
+    }
+  }
+
+  /** T of {@code start=T}: epoch milliseconds or an ISO-8601 instant. */
+  private static long instant(String t) {
+    return t.chars().allMatch(Character::isDigit) ? Long.parseLong(t) : Instant.parse(t).toEpochMilli();
   }
 
   /**
@@ -377,7 +400,7 @@ public final class GeofenceCommand {
               box[c] = Double.parseDouble(corners[c]);
             }
           }
-          case "start" -> start = kv[1].chars().allMatch(Character::isDigit) ? Long.parseLong(kv[1]) : Instant.parse(kv[1]).toEpochMilli();
+          case "start" -> start = instant(kv[1]);
           default -> throw new IllegalArgumentException(usage);
         }
       }

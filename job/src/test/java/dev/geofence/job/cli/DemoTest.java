@@ -39,7 +39,26 @@ class DemoTest {
         .contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern("\\n  ENTER object-\\d+ +fence-\\d+ +at ")
         .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ");
-    assertThat(Demo.newestSavepoint(dir.resolve("savepoints"))).as("the savepoint a next demo restores from").isNotNull();
+    Path savepoint = Demo.newestSavepoint(dir.resolve("savepoints"));
+    assertThat(savepoint).as("the savepoint a next demo restores from").isNotNull();
+    long now = System.currentTimeMillis();
+    assertThat(Demo.timelineStart(dir, savepoint, now)).as("the timeline kept for the restored run")
+        .isNotNull().isBetween(now - 120_000, now);
+  }
+
+  /**
+   * A restored run's timeline is the run's that took the savepoint, moved on by the time since,
+   * and only for that savepoint: one taken by another run, or none recorded, has no timeline.
+   */
+  @Test
+  void theTimelineKeptWithASavepointMovesOnByTheTimeSinceItWasTaken() throws Exception {
+    Path savepoint = dir.resolve("savepoints").resolve("savepoint-4a2b-0123456789ab");
+    assertThat(Demo.timelineStart(dir, savepoint, 5_000_000)).isNull();
+    Demo.keepTimeline(dir, savepoint, 1_000_000, 1_060_000);
+    assertThat(Demo.timelineStart(dir, savepoint, 1_090_000)).isEqualTo(1_030_000);
+    assertThat(Demo.timelineStart(dir, dir.resolve("savepoints").resolve("savepoint-4a2b-ba9876543210"), 1_090_000)).isNull();
+    Demo.keepTimeline(dir, savepoint, 1_030_000, 1_100_000);
+    assertThat(Demo.timelineStart(dir, savepoint, 1_100_500)).isEqualTo(1_030_500);
   }
 
   private static int freePort() throws IOException {

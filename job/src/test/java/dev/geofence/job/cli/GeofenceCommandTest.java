@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.config.Flag;
 import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.location.LocationJson;
+import dev.geofence.connectors.location.MovingObjects;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -83,6 +85,10 @@ class GeofenceCommandTest {
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,every=soon | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T], got 'fleet:10,every=soon'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,start=yesterday | --locations fleet: must be fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T], got 'fleet:10,start=yesterday'",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations fleet:10,box=1/1/0/0 | the fleet's bounding box is empty",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations generator:ten | --locations generator: must be generator:OBJECTS[,start=T], got 'generator:ten'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations generator:10,every=2s | --locations generator: must be generator:OBJECTS[,start=T], got 'generator:10,every=2s'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations generator:10,start=soon | --locations generator: must be generator:OBJECTS[,start=T], got 'generator:10,start=soon'",
+      "run --source-url jdbc:postgresql://h/db --source-user u --locations generator:0 | the generator needs at least one object, got 0",
       URL + " --sink-batch-size 0 | the sink batch size must be at least 1, got 0",
       URL + " --evaluation-batch-size 0 | the evaluation batch size must be at least 1, got 0",
       "run --source-url jdbc:postgresql://h/db --source-user u --locations kafka:onlyhost | --locations kafka: must be BOOTSTRAP/TOPIC (e.g. kafka:9092/geofence-triggers), got 'onlyhost'",
@@ -123,6 +129,22 @@ class GeofenceCommandTest {
     assertThat(GeofenceCommand.fleet("10", 42).time(0)).isEqualTo(42);
     assertThat(GeofenceCommand.fleet("10,start=1764547200000", 42).time(0)).isEqualTo(1764547200000L);
     assertThat(GeofenceCommand.fleet("10,every=2s,start=2025-12-01T00:00:00Z", 42).time(10)).isEqualTo(1764547202000L);
+  }
+
+  /**
+   * A generator's timeline starts at the job's start and a reader ahead of the wall clock moves
+   * it there, unless {@code start=} fixes it, as epoch milliseconds or an instant, so that a
+   * replay emits the same lines.
+   */
+  @Test
+  void aGeneratorsStartFixesItsTimeline() throws Exception {
+    long now = System.currentTimeMillis();
+    long ahead = now + 60_000;
+    assertThat(LocationJson.parse(GeofenceCommand.generator("10", ahead).map(0L)).timestamp).isBetween(now, System.currentTimeMillis());
+    assertThat(LocationJson.parse(GeofenceCommand.generator("10,start=1764547200000", now).map(25L)).timestamp)
+        .isEqualTo(1764547202000L);
+    assertThat(GeofenceCommand.generator("10,start=2025-12-01T00:00:00Z", now).map(25L))
+        .isEqualTo(new MovingObjects(10, 0, 0, 10, 10, 1764547200000L, 1000).line(25));
   }
 
   /**
