@@ -24,19 +24,19 @@ import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.readiness.Rereads;
+import dev.geofence.state.readiness.SourceRead;
 import dev.geofence.state.time.FenceHistory;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.function.LongSupplier;
-import java.util.function.Predicate;
 import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
@@ -282,21 +282,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long restoredTime;
   /** Fences whose restored version is of a format this release cannot read. */
   private transient List<String> unreadable;
-  /** Of a rebuild under way: the fences it read, and those the stream changed meanwhile. */
-  private transient Set<String> rebuildRead;
-  private transient Set<String> streamedDuringRebuild;
-  /** The buckets a re-read under way reads, or null when none is (a rebuild reads all). */
-  private transient int[] rereading;
-  /** Of each bucket's fingerprint in force: when the stream delivered it (commit time), and its version. */
-  private transient Map<Integer, Long> fingerprintTimes;
-  private transient Map<Integer, Long> fingerprintVersions;
-  /** The fingerprint version each bucket was last re-read at: a version is re-read once at most. */
-  private transient Map<Integer, Long> rereadVersions;
-  /** After a re-read found the source unreachable, none before this (processing time). */
-  private transient long rereadNotBefore;
+  /** The read of the source under way (a load, a rebuild or a re-read), or null. */
+  private transient SourceRead read;
+  private transient Rereads rereads;
   /** Whether the index has been ready in this attempt: a mismatch after that is one to heal. */
   private transient boolean everReady;
-  private transient long bucketsReread;
   private transient boolean recoveryPolling;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
@@ -360,9 +350,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
-    fingerprintTimes = new HashMap<>();
-    fingerprintVersions = new HashMap<>();
-    rereadVersions = new HashMap<>();
+    rereads = new Rereads();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
     evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending,
@@ -585,7 +573,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
     getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
-    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(() -> bucketsReread));
+    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(rereads::count));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -685,15 +673,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (Recovery.Outcome outcome : recovery.poll(ROWS_PER_POLL)) {
       if (outcome instanceof Recovery.Row row) {
         applyRead(row);
-      } else if (outcome instanceof Recovery.Read read) {
-        finishRead(read);
+      } else if (outcome instanceof Recovery.Read done) {
+        finishRead(done);
       } else if (outcome instanceof Recovery.Checked checked) {
         gapChecked(checked);
       } else if (outcome instanceof Recovery.Unreachable unreachable) {
-        if (rereading != null) {
+        if (read != null && !read.ofAll()) {
           // Tried again after the retry interval, if the buckets are still mismatched.
-          endReread();
-          rereadNotBefore = getProcessingTimeService().getCurrentProcessingTime() + RETRY_INTERVAL_MS;
+          rereads.unreachable(read.buckets(), getProcessingTimeService().getCurrentProcessingTime() + RETRY_INTERVAL_MS);
+          read = null;
         }
         if (!readiness.verified() && readiness.distrust() == null) {
           recorder.episode().gapCheck = "unreachable";
@@ -752,8 +740,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(id)));
       fencesState.remove(id);
     }
-    rebuildRead = new HashSet<>();
-    streamedDuringRebuild = new HashSet<>();
+    read = SourceRead.ofAllBuckets();
     if (readiness.loading()) {
       recovery.initialRead();
     } else {
@@ -765,7 +752,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void applyRead(Recovery.Row row) throws Exception {
     FenceChange change = row.change();
     if (change.kind == FenceChange.Kind.FENCE) {
-      rebuildRead.add(change.fenceId);
+      read.read(change.fenceId);
       setCurrentKey(new FenceKey(change.fenceId));
     } else {
       setCurrentKey(FenceKey.ofBucket(change.bucket));
@@ -778,33 +765,24 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * The read is complete: fences held here that the source has no row of at all (and that the
    * stream did not bring meanwhile) are deleted, and the index is trusted.
    */
-  private void finishRead(Recovery.Read read) throws Exception {
-    if (rereading != null) {
-      finishReread(read);
+  private void finishRead(Recovery.Read done) throws Exception {
+    if (!read.ofAll()) {
+      finishReread(done);
       return;
     }
     boolean loaded = readiness.loading();
-    List<String> gone = deleteUnread(id -> true);
+    List<String> gone = deleteUnread();
     unreadable.clear();
-    rebuildRead = null;
-    streamedDuringRebuild = null;
-    readiness.rebuilt(read.result().lsn());
+    read = null;
+    readiness.rebuilt(done.result().lsn());
     LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
-        loaded ? "Loaded" : "Rebuilt", read.result().millis(), read.result().fences(), read.result().tombstones(),
-        Lsn.format(read.result().lsn()), gone.size());
+        loaded ? "Loaded" : "Rebuilt", done.result().millis(), done.result().fences(), done.result().tombstones(),
+        Lsn.format(done.result().lsn()), gone.size());
   }
 
-  /**
-   * Deletes the live fences for which {@code inScope} holds that the read did not find and the
-   * stream did not bring meanwhile: the source has no row of them at all. Returns their ids.
-   */
-  private List<String> deleteUnread(Predicate<String> inScope) throws Exception {
-    List<String> gone = new ArrayList<>();
-    for (String id : fences.liveIds()) {
-      if (inScope.test(id) && !rebuildRead.contains(id) && !streamedDuringRebuild.contains(id)) {
-        gone.add(id);
-      }
-    }
+  /** Deletes the live fences that the read under way shows the source has no row of at all; returns their ids. */
+  private List<String> deleteUnread() throws Exception {
+    List<String> gone = read.gone(fences.liveIds());
     for (String id : gone) {
       setCurrentKey(new FenceKey(id));
       applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
@@ -821,58 +799,38 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    */
   private void maybeReread() {
     if (recovery == null || recovery.running() || !everReady || readiness.distrust() != null || !readiness.verified()
-        || readiness.fingerprints().ready() || getProcessingTimeService().getCurrentProcessingTime() < rereadNotBefore) {
+        || readiness.fingerprints().ready()) {
       return;
     }
-    long patience = source.heartbeatInterval().toMillis();
-    List<Integer> overdue = new ArrayList<>();
-    long longest = 0;
-    for (int b : readiness.fingerprints().unmatchedBuckets()) {
-      Long at = fingerprintTimes.get(b);
-      if (at != null && clock.time() - at > patience && !fingerprintVersions.get(b).equals(rereadVersions.get(b))) {
-        overdue.add(b);
-        longest = Math.max(longest, clock.time() - at);
-      }
-    }
-    if (overdue.isEmpty()) {
+    Rereads.Overdue overdue = rereads.overdue(readiness.fingerprints().unmatchedBuckets(), clock.time(),
+        source.heartbeatInterval().toMillis(), getProcessingTimeService().getCurrentProcessingTime());
+    if (overdue == null) {
       return;
     }
-    rereading = overdue.stream().mapToInt(Integer::intValue).toArray();
-    overdue.forEach(b -> rereadVersions.put(b, fingerprintVersions.get(b)));
-    bucketsReread += rereading.length;
-    String which = overdue.stream().map(String::valueOf).collect(Collectors.joining(", "));
-    recorder.rereading((rereading.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + longest
-        + " ms of event time after " + (rereading.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
-    rebuildRead = new HashSet<>();
-    streamedDuringRebuild = new HashSet<>();
-    recovery.reread(rereading);
+    int[] buckets = overdue.buckets();
+    String which = Arrays.stream(buckets).mapToObj(String::valueOf).collect(Collectors.joining(", "));
+    recorder.rereading((buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + overdue.longestMillis()
+        + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
+    read = SourceRead.ofBuckets(buckets);
+    recovery.reread(buckets);
     pollRecovery(RECOVERY_POLL_MS);
   }
 
   /** A re-read of some buckets is complete: their fences the source no longer has are deleted. */
-  private void finishReread(Recovery.Read read) throws Exception {
-    Set<Integer> buckets = new HashSet<>();
-    for (int b : rereading) {
-      buckets.add(b);
-    }
-    List<String> gone = deleteUnread(id -> buckets.contains(FenceBuckets.of(id)));
+  private void finishReread(Recovery.Read done) throws Exception {
+    int[] buckets = read.buckets();
+    List<String> gone = deleteUnread();
     for (int b : readiness.fingerprints().unmatchedBuckets()) {
-      if (buckets.contains(b)) {
+      if (Arrays.binarySearch(buckets, b) >= 0) {
         // The source's fingerprint disagrees with its own fences: re-read again only at a newer one.
         LOG.warn("Bucket {} read again from the source still does not match the fingerprint the source keeps for it"
             + " (fence_bucket_stats written outside the versioning?): locations stay held until it does", b);
       }
     }
     LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone; {} of {} buckets unmatched",
-        rereading.length, read.result().millis(), read.result().fences(), read.result().tombstones(), Lsn.format(read.result().lsn()),
+        buckets.length, done.result().millis(), done.result().fences(), done.result().tombstones(), Lsn.format(done.result().lsn()),
         gone.size(), readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets());
-    endReread();
-  }
-
-  private void endReread() {
-    rereading = null;
-    rebuildRead = null;
-    streamedDuringRebuild = null;
+    read = null;
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -914,8 +872,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void receive(FenceChange change) throws Exception {
     if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
       editsReceived++;
-      if (streamedDuringRebuild != null) {
-        streamedDuringRebuild.add(change.fenceId);
+      if (read != null) {
+        read.streamed(change.fenceId);
       }
     }
     // Queued under the record's key: a fence's id, or a bucket fingerprint's.
@@ -950,11 +908,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
           } else {
             fingerprintState.update(StoredFingerprint.of(change));
           }
-          fingerprintVersions.put(change.bucket, change.seq);
-          // A read's fingerprint has no commit time: the stream's last one still says how old it is.
-          if (!change.snapshot) {
-            fingerprintTimes.put(change.bucket, change.commitTime);
-          }
+          rereads.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
         }
         if (wasReady && !readiness.ready()) {
           // Usually for a moment (a fingerprint applies on arrival, the edit it counts waits for the
