@@ -17,6 +17,7 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.readiness.LoadPhase;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.ServerSocket;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.Statement;
@@ -30,6 +31,7 @@ import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.locationtech.jts.io.WKBWriter;
 import org.locationtech.jts.io.WKTReader;
 
@@ -274,6 +276,81 @@ class FenceIndexRecoveryTest {
     }
   }
 
+  /**
+   * A bucket left mismatched by an edit the stream never carried is read again; when the source
+   * does not answer that re-read, the bucket is read again once the source is back (at the same
+   * fingerprint version), and the index is ready again. Before, the failed re-read counted as done
+   * for that version, and the bucket's locations stayed held until an edit moved it on.
+   */
+  @Test
+  void aRereadTheSourceDidNotAnswerIsReadAgainOnceItIsBack(@TempDir Path dir) throws Exception {
+    int port;
+    try (ServerSocket socket = new ServerSocket(0)) {
+      port = socket.getLocalPort();
+    }
+    Path data = dir.resolve("pg");
+    EmbeddedPostgres pg = postgres(port, data);
+    try {
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+          for (int i = 0; i < 10; i++) {
+            insert.setString(1, "fence-" + i);
+            insert.setBytes(2, new WKBWriter().write(new WKTReader().read(SQUARE)));
+            insert.execute();
+          }
+        }
+        s.execute("SELECT pg_create_logical_replication_slot('slot_reread', 'pgoutput')");
+      }
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_reread"), null);
+      try (var harness = harness(operator)) {
+        harness.open();
+        advanceUntil(harness, () -> !operator.recovering(), "the fresh start's read");
+        long t = 1_000_000;
+        heartbeat(harness, FAR_LSN, t);
+        harness.processBothWatermarks(new Watermark(t));
+        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+
+        // fence-3 reshaped at the source; the stream carries its bucket's fingerprint, not the edit.
+        FenceChange fingerprint = new FenceChange();
+        fingerprint.kind = FenceChange.Kind.BUCKET_STATS;
+        try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+          s.execute("UPDATE fences SET geom = geom WHERE id = 'fence-3'");
+          try (var r = s.executeQuery("SELECT bucket, fence_count, checksum, version FROM fence_bucket_stats WHERE bucket = fence_bucket('fence-3')")) {
+            r.next();
+            fingerprint.bucket = r.getInt(1);
+            fingerprint.fenceCount = r.getLong(2);
+            fingerprint.checksum = r.getLong(3);
+            fingerprint.seq = r.getLong(4);
+          }
+        }
+        fingerprint.lsn = FAR_LSN + 1;
+        fingerprint.commitTime = t + 1_000;
+        harness.processElement1(fingerprint, fingerprint.commitTime);
+        pg.close();
+        long patience = FenceSourceOptions.builder().url("jdbc:postgresql://h/db").username("u").password("").build()
+            .heartbeatInterval().toMillis();
+        long clock = fingerprint.commitTime + patience + 1;
+        harness.processBothWatermarks(new Watermark(clock));
+        assertThat(operator.phase()).as("the bucket no longer matches").isNotEqualTo(LoadPhase.READY);
+        assertThat(operator.recovering()).as("its re-read under way").isTrue();
+        advanceUntil(harness, () -> !operator.recovering(), "the re-read to find the source unreachable");
+        assertThat(operator.fences().seqOf("fence-3")).isEqualTo(1);
+
+        pg = postgres(port, data);
+        harness.setProcessingTime(harness.getProcessingTime() + FenceIndexOperator.RETRY_INTERVAL_MS);
+        harness.processBothWatermarks(new Watermark(clock + 1_000));
+        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "the bucket read again once the source is back");
+        assertThat(operator.fences().seqOf("fence-3")).isEqualTo(2);
+        assertThat(episodes(harness).stream().filter(e -> "rebuild".equals(e.startMode)).map(e -> e.installedAt).distinct())
+            .as("the re-read tried twice, each an episode of its own").hasSize(2);
+      }
+    } finally {
+      pg.close();
+    }
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
 
   /**
@@ -291,6 +368,12 @@ class FenceIndexRecoveryTest {
     });
   }
 
+
+  /** A server on {@code port} over the data directory {@code data}, kept when it stops, so it can be started again. */
+  private static EmbeddedPostgres postgres(int port, Path data) throws Exception {
+    return EmbeddedPostgres.builder().setPort(port).setDataDirectory(data).setCleanDataDirectory(false)
+        .setServerConfig("wal_level", "logical").start();
+  }
 
   private static FenceSourceOptions options(int port, String slot) {
     return FenceSourceOptions.builder()
