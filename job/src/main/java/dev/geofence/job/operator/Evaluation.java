@@ -150,8 +150,10 @@ final class Evaluation {
    * does not keep or change.
    */
   private void evaluate(Location location, int start, int end, List<String> covering) throws Exception {
+    Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
     // Usually empty: only a location older than the newest edit finds fences changed since.
-    Map<String, FenceHistory.Version> then = history.changedAfter(location.timestamp);
+    Map<String, FenceHistory.Version> then = history.anyChangedAfter(location.timestamp)
+        ? changedSince(location, covering, before) : Map.of();
     Set<String> untouched = Set.of();
     if (!then.isEmpty()) {
       covering = new ArrayList<>(covering);
@@ -166,7 +168,6 @@ final class Evaluation {
         }
       }
     }
-    Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
     if (before.isEmpty() && covering.isEmpty()) {
       return;
     }
@@ -192,6 +193,29 @@ final class Evaluation {
       fencesByObject.remove(location.objectId);
     } else {
       fencesByObject.put(location.objectId, inside);
+    }
+  }
+
+  /**
+   * The fences changed after the location's time that can make a difference to it, each with its
+   * version of then: those whose version of then may cover the point, and those the index or the
+   * object's presence names now. The others neither cover it then nor are covered or held now.
+   */
+  private Map<String, FenceHistory.Version> changedSince(Location location, List<String> covering, Set<String> before) {
+    Map<String, FenceHistory.Version> then = history.changedAfterNear(location.lon, location.lat, location.timestamp);
+    for (String fenceId : covering) {
+      addIfChanged(then, fenceId, location.timestamp);
+    }
+    for (String fenceId : before) {
+      addIfChanged(then, fenceId, location.timestamp);
+    }
+    return then;
+  }
+
+  private void addIfChanged(Map<String, FenceHistory.Version> then, String fenceId, long time) {
+    FenceHistory.Version past = history.versionAt(fenceId, time);
+    if (past != null) {
+      then.put(fenceId, past);
     }
   }
 

@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.locationtech.jts.geom.Envelope;
+import org.locationtech.jts.index.quadtree.Quadtree;
 
 /**
  * The fence versions no longer in force that a late location may still need (DESIGN section 5):
@@ -17,8 +19,12 @@ import java.util.Map;
  * to locations at u). A fence with no versions here has been as it is now for as long as any
  * admitted location can look back. The owner drops versions no admitted location can need any
  * more ({@link #prune}), so the history holds about the edits of one allowed lateness; {@link
- * #versions()} counts them. Versions of one fence arrive in the order of its edits. Not
- * thread-safe.
+ * #versions()} counts them. Versions of one fence arrive in the order of its edits.
+ *
+ * <p>A location older than many edits (one held while a restore caught up on a backlog) asks only
+ * about the fences near it and the ones it names: the versions with a geometry are kept in a JTS
+ * {@link Quadtree} by their envelopes, so that the question costs the fences whose shape of then
+ * may cover the point, not every fence changed since. Not thread-safe.
  */
 public final class FenceHistory {
 
@@ -34,8 +40,13 @@ public final class FenceHistory {
     }
   }
 
+  /** A past version of a fence, where the spatial index keeps it. */
+  private record Placed(String fenceId, Version version) {}
+
   /** Each fence's past versions, oldest first (ascending {@code until}). */
   private final Map<String, List<Version>> byFence = new HashMap<>();
+  /** Every past version that has a geometry, by its envelope. */
+  private final Quadtree byArea = new Quadtree();
   private long versions;
   /** No fence has changed after this time: a location at or after it needs no history. */
   private long latestChange = Long.MIN_VALUE;
@@ -51,6 +62,7 @@ public final class FenceHistory {
       return false;
     }
     past.add(version);
+    place(fenceId, version, true);
     versions++;
     latestChange = Math.max(latestChange, version.until());
     return true;
@@ -61,6 +73,7 @@ public final class FenceHistory {
     List<Version> past = byFence.remove(fenceId);
     if (past != null) {
       versions -= past.size();
+      past.forEach(v -> place(fenceId, v, false));
     }
   }
 
@@ -70,26 +83,42 @@ public final class FenceHistory {
   }
 
   /**
-   * The fences whose current version began after {@code time}, each with the version in force at
-   * {@code time}; unmodifiable when empty.
+   * The version of the fence in force at {@code time}, if its current version began after it;
+   * null if the fence has been as it is now since then.
    */
-  public Map<String, Version> changedAfter(long time) {
-    if (!anyChangedAfter(time)) {
-      // The common case, once per location on time: no allocation.
-      return Map.of();
+  public Version versionAt(String fenceId, long time) {
+    List<Version> past = byFence.get(fenceId);
+    if (past == null || past.get(past.size() - 1).until() <= time) {
+      return null;
     }
-    Map<String, Version> then = new HashMap<>();
-    byFence.forEach((id, past) -> {
-      if (past.get(past.size() - 1).until() > time) {
-        for (Version v : past) {
-          if (v.until() > time) {
-            then.put(id, v);
-            break;
-          }
-        }
+    for (Version v : past) {
+      if (v.until() > time) {
+        return v;
       }
-    });
-    return then;
+    }
+    throw new AssertionError("unreachable: the newest version ends after the time");
+  }
+
+  /**
+   * The fences whose current version began after {@code time} and whose version in force at
+   * {@code time} had a geometry with the point in its envelope (so that it may cover the point),
+   * each with that version. The map is the caller's to change.
+   */
+  public Map<String, Version> changedAfterNear(double x, double y, long time) {
+    Map<String, Version> near = new HashMap<>();
+    if (!anyChangedAfter(time)) {
+      return near;
+    }
+    for (Object item : byArea.query(new Envelope(x, x, y, y))) {
+      Placed placed = (Placed) item;
+      Version v = placed.version();
+      FenceGeometry g = v.geometry();
+      if (v.until() > time && g.minX() <= x && x <= g.maxX() && g.minY() <= y && y <= g.maxY()
+          && versionAt(placed.fenceId(), time) == v) {
+        near.put(placed.fenceId(), v);
+      }
+    }
+    return near;
   }
 
   /**
@@ -124,7 +153,9 @@ public final class FenceHistory {
     while (drop < past.size() && past.get(drop).until() <= horizon) {
       drop++;
     }
-    past.subList(0, drop).clear();
+    List<Version> dropped = past.subList(0, drop);
+    dropped.forEach(v -> place(fenceId, v, false));
+    dropped.clear();
     versions -= drop;
     if (past.isEmpty()) {
       byFence.remove(fenceId);
@@ -136,6 +167,19 @@ public final class FenceHistory {
   /** The fence's past versions, oldest first, for the owner's durable copy. */
   public List<Version> of(String fenceId) {
     return List.copyOf(byFence.getOrDefault(fenceId, List.of()));
+  }
+
+  private void place(String fenceId, Version version, boolean in) {
+    FenceGeometry g = version.geometry();
+    if (g == null) {
+      return;
+    }
+    Envelope envelope = new Envelope(g.minX(), g.maxX(), g.minY(), g.maxY());
+    if (in) {
+      byArea.insert(envelope, new Placed(fenceId, version));
+    } else {
+      byArea.remove(envelope, new Placed(fenceId, version));
+    }
   }
 
   /** How many past versions are held, over all fences: the metric of the history's size. */

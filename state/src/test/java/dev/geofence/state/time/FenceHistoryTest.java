@@ -27,8 +27,9 @@ class FenceHistoryTest {
   /**
    * 300 generated histories of 1 to 8 fences, each created, reshaped, deleted and re-created at
    * random times (ties included), pruned at random horizons: for every time at or after the
-   * horizon, the history names exactly the fences changed since, with the version of then, and
-   * which of them were deleted since.
+   * horizon, the history names exactly the fences changed since, with the version of then, which
+   * of them were deleted since, and, for points in and around them, exactly those whose version of
+   * then has the point in its envelope.
    */
   @Test
   void answersEveryTimeAtOrAfterTheHorizonAsTheWholeTimelineDoes() {
@@ -76,17 +77,28 @@ class FenceHistoryTest {
       }
       assertThat(history.versions()).as("versions ending after the horizon").isEqualTo(held);
       for (long t = Math.max(0, horizon); t < 260; t += 1 + random.nextInt(3)) {
-        Map<String, FenceHistory.Version> then = history.changedAfter(t);
+        // Half the points in some version's square, so that the spatial answers are seldom empty.
+        List<FenceGeometry> shapes = model.values().stream().flatMap(l -> l.shapes().stream()).filter(g -> g != null).toList();
+        FenceGeometry aim = shapes.isEmpty() || random.nextBoolean() ? null : shapes.get(random.nextInt(shapes.size()));
+        double x = aim == null ? random.nextDouble(-0.5, 6.5) : random.nextDouble(aim.minX(), aim.maxX());
+        double y = aim == null ? random.nextDouble(-0.5, 6.5) : random.nextDouble(aim.minY(), aim.maxY());
+        Map<String, FenceHistory.Version> near = new HashMap<>();
+        boolean anyChanged = false;
         for (Map.Entry<String, Timeline> e : model.entrySet()) {
           Timeline line = e.getValue();
           int now = line.starts().size() - 1;
           int atT = line.at(t);
+          FenceHistory.Version past = history.versionAt(e.getKey(), t);
           if (atT == now) {
-            assertThat(then).as("round %d, %s at %d: unchanged since", round, e.getKey(), t).doesNotContainKey(e.getKey());
+            assertThat(past).as("round %d, %s at %d: unchanged since", round, e.getKey(), t).isNull();
             continue;
           }
-          FenceHistory.Version past = then.get(e.getKey());
+          anyChanged = true;
           assertThat(past).as("round %d, %s at %d: changed since", round, e.getKey(), t).isNotNull();
+          FenceGeometry shape = line.shapes().get(atT);
+          if (shape != null && shape.minX() <= x && x <= shape.maxX() && shape.minY() <= y && y <= shape.maxY()) {
+            near.put(e.getKey(), past);
+          }
           assertThat(past.seq()).isEqualTo(line.seqs().get(atT));
           assertThat(past.geometry()).isEqualTo(line.shapes().get(atT));
           assertThat(past.until()).isEqualTo(line.starts().get(atT + 1));
@@ -97,7 +109,9 @@ class FenceHistoryTest {
           assertThat(history.deletedAfter(e.getKey(), t, line.shapes().get(now) == null))
               .as("round %d, %s deleted after %d", round, e.getKey(), t).isEqualTo(deletedSince);
         }
-        if (!then.isEmpty()) {
+        assertThat(history.changedAfterNear(x, y, t)).as("round %d, near (%.2f, %.2f) at %d", round, x, y, t)
+            .containsExactlyInAnyOrderEntriesOf(near);
+        if (anyChanged) {
           assertThat(history.anyChangedAfter(t)).as("the quick test never skips a change").isTrue();
         }
       }
@@ -113,12 +127,17 @@ class FenceHistoryTest {
     assertThat(history.versions()).isEqualTo(3);
     assertThat(history.prune("a", 100)).as("the end of the oldest kept").isEqualTo(200);
     assertThat(history.of("a")).extracting(FenceHistory.Version::seq).containsExactly(1L);
-    assertThat(history.changedAfter(120).get("a").covers(0.5, 0.5, "acme")).isTrue();
-    assertThat(history.changedAfter(120).get("a").covers(0.5, 0.5, "other")).as("tenant scoping").isFalse();
+    assertThat(history.versionAt("a", 120).covers(0.5, 0.5, "acme")).isTrue();
+    assertThat(history.versionAt("a", 120).covers(0.5, 0.5, "other")).as("tenant scoping").isFalse();
+    assertThat(history.changedAfterNear(0.5, 0.5, 120)).containsOnlyKeys("a");
     assertThat(history.prune("a", 200)).isEqualTo(Long.MIN_VALUE);
+    assertThat(history.changedAfterNear(0.5, 0.5, 120)).as("pruned from the spatial index too").isEmpty();
     history.forget("b");
     assertThat(history.versions()).isZero();
-    assertThat(history.changedAfter(0)).isEmpty();
+    assertThat(history.versionAt("b", 0)).isNull();
+    history.superseded("c", new FenceHistory.Version(1, square(0, 0), null, 300));
+    history.forget("c");
+    assertThat(history.changedAfterNear(0.5, 0.5, 0)).as("forgotten from the spatial index too").isEmpty();
   }
 
   private static FenceGeometry square(double x, double y) {
