@@ -89,6 +89,8 @@ public final class FenceIndex {
   private int retiredCount;
 
   private final Map<String, Integer> tenantCodes = new HashMap<>();
+  /** The tenant of each code, code 1 first. */
+  private final List<String> tenantNames = new ArrayList<>();
 
   private PackedRTree packed;
   private int packedCount;
@@ -145,7 +147,10 @@ public final class FenceIndex {
     int slot = slotCount++;
     ids[slot] = id;
     geometries[slot] = geometry;
-    slotTenants[slot] = tenant == null ? NO_TENANT : tenantCodes.computeIfAbsent(tenant, t -> tenantCodes.size() + 1);
+    slotTenants[slot] = tenant == null ? NO_TENANT : tenantCodes.computeIfAbsent(tenant, t -> {
+      tenantNames.add(t);
+      return tenantNames.size();
+    });
     writeRecord(slot, geometry);
     slotById.put(id, slot);
     overlayStale = true;
@@ -187,6 +192,12 @@ public final class FenceIndex {
   public FenceGeometry get(String id) {
     Integer slot = slotById.get(id);
     return slot == null ? null : geometries[slot];
+  }
+
+  /** The tenant of the fence indexed under {@code id} (null: it has none); null also if no fence is ({@link #get}). */
+  public String tenantOf(String id) {
+    Integer slot = slotById.get(id);
+    return slot == null || slotTenants[slot] == NO_TENANT ? null : tenantNames.get(slotTenants[slot] - 1);
   }
 
   /** Number of fences indexed. */

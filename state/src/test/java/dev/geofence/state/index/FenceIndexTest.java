@@ -53,6 +53,30 @@ class FenceIndexTest {
     }
   }
 
+  /** Each fence's tenant as its newest upsert gave it, across re-tenanting and deletes, against a map of them. */
+  @Test
+  void tenantOfIsTheNewestUpsertsTenant() throws Exception {
+    Shapes shapes = new Shapes(factory, 3L);
+    SplittableRandom random = shapes.random();
+    FenceIndex index = new FenceIndex();
+    Map<String, String> model = new HashMap<>();
+    String[] tenants = {null, "acme", "globex", "initech"};
+    for (int i = 0; i < 3_000; i++) {
+      String id = "f" + random.nextInt(300);
+      if (random.nextInt(5) == 0) {
+        index.delete(id);
+        model.remove(id);
+      } else {
+        String tenant = tenants[random.nextInt(tenants.length)];
+        index.upsert(id, tenant, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
+        model.put(id, tenant);
+      }
+      String probe = "f" + random.nextInt(300);
+      assertThat(index.tenantOf(probe)).as("%s after edit %d", probe, i).isEqualTo(model.get(probe));
+      assertThat(index.get(probe) != null).isEqualTo(model.containsKey(probe));
+    }
+  }
+
   @Test
   void bulkLoadedIndexAgreesWithJtsOnOverlappingFences() throws Exception {
     Shapes shapes = new Shapes(factory, 7L);
