@@ -105,11 +105,11 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
     if (fence.geometry != null) {
       writeInts(body, fence.geometry.polygonStarts());
       writeInts(body, fence.geometry.ringStarts());
-      double[] xy = fence.geometry.coordinates();
-      body.writeInt(xy.length);
-      byte[] coordinates = buffer(8 * xy.length);
-      ByteBuffer.wrap(coordinates, 0, 8 * xy.length).asDoubleBuffer().put(xy);
-      body.write(coordinates, 0, 8 * xy.length);
+      int values = 2 * fence.geometry.vertexCount();
+      body.writeInt(values);
+      byte[] coordinates = buffer(8 * values);
+      fence.geometry.putCoordinates(ByteBuffer.wrap(coordinates, 0, 8 * values).asDoubleBuffer());
+      body.write(coordinates, 0, 8 * values);
     }
     int length = body.length() - 5;
     ByteBuffer.wrap(body.getSharedBuffer(), 1, 4).putInt(length);

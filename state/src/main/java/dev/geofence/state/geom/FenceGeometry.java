@@ -1,5 +1,6 @@
 package dev.geofence.state.geom;
 
+import java.nio.DoubleBuffer;
 import java.util.Arrays;
 import org.locationtech.jts.geom.Coordinate;
 import org.locationtech.jts.geom.Geometry;
@@ -228,6 +229,14 @@ public final class FenceGeometry {
   /** Copy of the interleaved coordinates. */
   public double[] coordinates() {
     return xy.clone();
+  }
+
+  /**
+   * Puts the interleaved coordinates ({@code 2 * vertexCount()} values) into {@code out}: for a
+   * serializer, which would otherwise copy them twice per write.
+   */
+  public void putCoordinates(DoubleBuffer out) {
+    out.put(xy);
   }
 
   /** Copy of the ring offsets (in vertices; one more entry than rings). */
