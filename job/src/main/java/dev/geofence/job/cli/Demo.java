@@ -227,7 +227,11 @@ final class Demo {
           .get(60, TimeUnit.SECONDS);
       Path savepoint = Path.of(URI.create(path));
       if (timeline != null) {
-        keepTimeline(dir, savepoint, timeline, System.currentTimeMillis());
+        try {
+          keepTimeline(dir, savepoint, timeline, System.currentTimeMillis());
+        } catch (IOException e) {
+          out.printf("[demo] the moving objects' timeline was not kept (%s): the next demo's go on from the wall clock%n", rootCause(e));
+        }
       }
       out.printf("[demo] savepoint %s; a demo started in this directory again restores from it%n", path);
       removeOlderSavepoints(savepoints, savepoint);
