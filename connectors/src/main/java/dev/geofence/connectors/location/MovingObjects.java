@@ -49,9 +49,9 @@ public record MovingObjects(
   }
 
   /**
-   * The lines of a generator source: {@link #line}, each emitted when the wall clock reaches its
-   * timestamp (a reader that is behind, after its start-up or a restore, catches up as fast as it
-   * can), so that a location's event time is its arrival time.
+   * The lines of a generator source: {@link #line}, each emitted once the wall clock has reached
+   * its timestamp, a lap's objects spread over the lap (a reader that is behind, after its start-up
+   * or a restore, catches up as fast as it can).
    *
    * <p>A reader restored from a savepoint goes on from the sequence number it had reached. Under
    * a {@linkplain #fixed fixed} timeline its locations are the first run's to the bit, so a replay
@@ -95,7 +95,10 @@ public record MovingObjects(
         timeline = movable && ahead > 0 ? objects.earlierBy(ahead) : objects;
       }
       Location location = timeline.location(n);
-      long wait = location.timestamp - System.currentTimeMillis();
+      // A lap's objects share its timestamp and are emitted spread over the lap, as a rate limiter
+      // would: the reader's thread, which also takes the checkpoints, then never waits for long.
+      long due = location.timestamp + (n % objects.objects()) * objects.stepMillis() / objects.objects();
+      long wait = due - System.currentTimeMillis();
       if (wait > 0) {
         Thread.sleep(wait);
       }
