@@ -20,8 +20,13 @@ import java.util.function.Consumer;
  *
  * <p>An edit that no location still to be evaluated can precede (older than every held location
  * and than the location watermark) and that is behind no pending edit of its key applies at once:
- * a catch-up's backlog does not take a round trip through keyed state per edit. The edits' content
- * is the owner's (in keyed state); this holds their times and keys. Not thread-safe.
+ * a catch-up's backlog does not take a round trip through keyed state per edit. So does any edit
+ * behind no pending edit of its key while the index warms up: no location is evaluated before it
+ * is ready, and those older than the edit then see the fence of their time through the history
+ * (the owner keeps it for them, and holds a delete's EXITs until the clock and every older location
+ * have passed it); otherwise the locations a savepoint holds, older than a whole backlog, would send
+ * every edit of it through keyed state. The edits' content is the owner's (in keyed state); this
+ * holds their times and keys. Not thread-safe.
  */
 final class EventClock {
 
@@ -81,9 +86,12 @@ final class EventClock {
     locationWatermark = Math.max(locationWatermark, watermark);
   }
 
-  /** Whether an edit committed at {@code commitTime} under {@code key} may apply now rather than wait. */
-  boolean appliesAtOnce(long commitTime, String key) {
-    return commitTime <= clock || (commitTime <= oldestUnevaluatedLocation() && !editsPerKey.containsKey(key));
+  /**
+   * Whether an edit committed at {@code commitTime} under {@code key} may apply now rather than
+   * wait; {@code warmingUp} while the index has not been ready yet.
+   */
+  boolean appliesAtOnce(long commitTime, String key, boolean warmingUp) {
+    return commitTime <= clock || ((warmingUp || commitTime <= oldestUnevaluatedLocation()) && !editsPerKey.containsKey(key));
   }
 
   void queueEdit(long commitTime, String key) {

@@ -878,7 +878,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     // Queued under the record's key: a fence's id, or a bucket fingerprint's.
     String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
-    if (change.snapshot || clock.appliesAtOnce(change.commitTime, key)) {
+    if (change.snapshot || clock.appliesAtOnce(change.commitTime, key, !everReady)) {
       apply(List.of(change), null);
     } else {
       pendingEditsState.add(change);
@@ -1030,9 +1030,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     store(edit.fenceId(), new StoredFence(
         edit.seq(), deleted, deleted ? null : fences.index().get(edit.fenceId()), tenant,
         edit.commitLsn(), edit.commitTimeMillis()));
-    if (deleted && clock.oldestHeld() < edit.commitTimeMillis()) {
-      // Applied ahead of a held location older than it (the index was not ready): that location
-      // must still find who was inside, so the EXITs wait for it, as in time order.
+    boolean aheadOfTheClock = !everReady && edit.origin() == EditOrigin.STREAM && edit.commitTimeMillis() > clock.time();
+    if (deleted && (clock.oldestHeld() < edit.commitTimeMillis() || aheadOfTheClock)) {
+      // Applied ahead of a held location older than it, or of the clock while warming up (the
+      // index was not ready): a location older than the delete must still find who was inside, so
+      // the EXITs wait for it, as in time order. (A read's delete, applied on arrival like all of
+      // a read, waits only for held locations, as it always has.)
       pendingExitsState.put(edit.commitTimeMillis(), edit.seq());
       clock.queueExit(edit.commitTimeMillis(), edit.fenceId());
     } else if (deleted) {

@@ -82,7 +82,7 @@ class EventClockTest {
         } else if (what < 4) {
           String key = "f" + random.nextInt(5);
           long time = watermark + random.nextInt(-5, 30);
-          if (clock.appliesAtOnce(time, key)) {
+          if (clock.appliesAtOnce(time, key, false)) {
             // Applied on arrival: the model marks it applied with a time no later location can precede.
             applied.computeIfAbsent(key, k -> new ArrayList<>()).add(-1L);
             assertThat(time).as("applied at once only when no location to come precedes it")
@@ -117,6 +117,23 @@ class EventClockTest {
 
   private static long oldestHeld(List<Long> evaluated, int locations, EventClock clock) {
     return clock.held().stream().mapToLong(p -> p.location.timestamp).min().orElse(Long.MAX_VALUE);
+  }
+
+  /**
+   * While the index warms up an edit applies at once ahead of older held locations and of the
+   * clock (they see it through the history), but never ahead of a pending edit of its own key.
+   */
+  @Test
+  void warmingUpAnEditAppliesAheadOfOlderLocationsButNotOfItsKeysPendingEdits() {
+    EventClock clock = new EventClock();
+    clock.advanceTo(100);
+    clock.hold(new Location("o1", 150, 0, 0, null), 0, 0);
+    clock.locationWatermark(150);
+    assertThat(clock.appliesAtOnce(200, "f1", false)).as("ready: waits for the older location").isFalse();
+    assertThat(clock.appliesAtOnce(200, "f1", true)).as("warming up: at once").isTrue();
+    clock.queueEdit(180, "f2");
+    assertThat(clock.appliesAtOnce(200, "f2", true)).as("behind its key's pending edit").isFalse();
+    assertThat(clock.appliesAtOnce(90, "f2", true)).as("behind the clock").isTrue();
   }
 
   @Test
