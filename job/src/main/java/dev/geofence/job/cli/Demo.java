@@ -119,7 +119,7 @@ final class Demo {
         .setServerConfig("max_wal_senders", "10")
         .start();
     // From here on, a Ctrl-C or SIGTERM stops the job (once it runs) and then PostgreSQL.
-    Path savepoints = dir.resolve("savepoints");
+    Path savepoints = savepoints(dir);
     AtomicReference<JobClient> job = new AtomicReference<>();
     AtomicBoolean stopping = new AtomicBoolean();
     Path savepoint = newestSavepoint(savepoints);
@@ -221,7 +221,7 @@ final class Demo {
 
   private static void stopJob(JobClient job, Path dir, Long timeline, PrintStream out) {
     out.println("[demo] stopping the job with a savepoint");
-    Path savepoints = dir.resolve("savepoints");
+    Path savepoints = savepoints(dir);
     try {
       String path = job.stopWithSavepoint(false, savepoints.toUri().toString(), SavepointFormatType.CANONICAL)
           .get(60, TimeUnit.SECONDS);
@@ -283,6 +283,11 @@ final class Demo {
       kept.store(w, "the demo's moving objects: where the timeline of the job in this savepoint started, and when it was stopped");
     }
     Files.move(written, dir.resolve(TIMELINE), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  /** Where the demo in {@code dir} keeps its savepoints. */
+  private static Path savepoints(Path dir) {
+    return dir.resolve("savepoints");
   }
 
   /** The newest complete savepoint under {@code savepoints}, or null. */

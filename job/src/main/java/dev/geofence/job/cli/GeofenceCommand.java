@@ -346,13 +346,12 @@ public final class GeofenceCommand {
     String[] parts = spec.split(",", -1);
     try {
       int objects = Integer.parseInt(parts[0]);
-      if (parts.length == 1) {
-        return MovingObjects.Lines.onTheWallClock(new MovingObjects(objects, 0, 0, 10, 10, startMillis, 1000));
-      }
-      if (parts.length > 2 || !parts[1].startsWith("start=")) {
+      boolean fixed = parts.length == 2 && parts[1].startsWith("start=");
+      if (parts.length > 1 && !fixed) {
         throw new IllegalArgumentException(usage);
       }
-      return MovingObjects.Lines.fixed(new MovingObjects(objects, 0, 0, 10, 10, instant(parts[1].substring(6)), 1000));
+      MovingObjects moving = new MovingObjects(objects, 0, 0, 10, 10, fixed ? instant(parts[1].substring(6)) : startMillis, 1000);
+      return fixed ? MovingObjects.Lines.fixed(moving) : MovingObjects.Lines.onTheWallClock(moving);
     } catch (NumberFormatException | DateTimeParseException e) {
       throw new IllegalArgumentException(usage);
     } catch (IllegalArgumentException e) {
