@@ -1,7 +1,7 @@
 package dev.geofence.savepoints;
 
 import dev.geofence.connectors.cdc.FenceChange;
-import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
 import dev.geofence.job.operator.StoredFingerprint;
@@ -43,10 +43,10 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   @Override
   public void open(OpenContext context) {
     reader = new FenceGeometryReader(geometryOptions);
-    fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
-    members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
-    fingerprint = getRuntimeContext().getState(FenceIndexOperator.fingerprintStateDescriptor());
-    position = getRuntimeContext().getState(FenceIndexOperator.positionStateDescriptor());
+    fences = getRuntimeContext().getMapState(FenceIndexState.fencesStateDescriptor());
+    members = getRuntimeContext().getMapState(FenceIndexState.membersStateDescriptor());
+    fingerprint = getRuntimeContext().getState(FenceIndexState.fingerprintStateDescriptor());
+    position = getRuntimeContext().getState(FenceIndexState.positionStateDescriptor());
   }
 
   @Override

@@ -1,7 +1,7 @@
 package dev.geofence.savepoints;
 
 import dev.geofence.connectors.cdc.FenceChange;
-import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFence;
 import dev.geofence.job.operator.StoredFingerprint;
@@ -46,13 +46,13 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @SuppressWarnings("deprecation")
   @Override
   public void open(Configuration parameters) {
-    fences = getRuntimeContext().getMapState(FenceIndexOperator.fencesStateDescriptor());
-    fence = getRuntimeContext().getState(FenceIndexOperator.fenceStateDescriptor());
-    members = getRuntimeContext().getMapState(FenceIndexOperator.membersStateDescriptor());
-    fingerprint = getRuntimeContext().getState(FenceIndexOperator.fingerprintStateDescriptor());
-    position = getRuntimeContext().getState(FenceIndexOperator.positionStateDescriptor());
-    legacyBucketStats = getRuntimeContext().getState(FenceIndexOperator.legacyBucketStatsStateDescriptor());
-    legacyStreamPosition = getRuntimeContext().getState(FenceIndexOperator.legacyStreamPositionStateDescriptor());
+    fences = getRuntimeContext().getMapState(FenceIndexState.fencesStateDescriptor());
+    fence = getRuntimeContext().getState(FenceIndexState.fenceStateDescriptor());
+    members = getRuntimeContext().getMapState(FenceIndexState.membersStateDescriptor());
+    fingerprint = getRuntimeContext().getState(FenceIndexState.fingerprintStateDescriptor());
+    position = getRuntimeContext().getState(FenceIndexState.positionStateDescriptor());
+    legacyBucketStats = getRuntimeContext().getState(FenceIndexState.legacyBucketStatsStateDescriptor());
+    legacyStreamPosition = getRuntimeContext().getState(FenceIndexState.legacyStreamPositionStateDescriptor());
   }
 
   @Override

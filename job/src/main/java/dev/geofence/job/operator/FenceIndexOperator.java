@@ -9,7 +9,6 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.hold.HeldLocationsEvent;
-import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.CoalescedEdit;
 import dev.geofence.state.edit.EditCoalescer;
 import dev.geofence.state.edit.EditKind;
@@ -33,27 +32,19 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.LongSupplier;
 import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
-import org.apache.flink.api.common.state.MapState;
-import org.apache.flink.api.common.state.MapStateDescriptor;
-import org.apache.flink.api.common.state.ValueState;
-import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.api.common.typeutils.base.StringSerializer;
-import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.runtime.operators.coordination.OperatorEventGateway;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
-import org.apache.flink.runtime.state.KeyedStateBackend;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
@@ -73,18 +64,19 @@ import org.slf4j.LoggerFactory;
 /**
  * The fence index operator: holds this subtask's fences (input 1, keyed by fence id) and evaluates
  * every location (input 2, broadcast to all subtasks) against them, emitting ENTER and EXIT. It is
- * the Flink wiring of parts that each own one concern: {@link Readiness} decides when the index is
- * provably complete, {@link Recovery} does the gap check and rebuilds against the source of truth
- * off the task thread, {@link HydrationRecorder} keeps the warm-up's history, {@link EventClock}
- * orders edits and locations in event time, and {@link Evaluation} turns locations into triggers.
+ * the Flink wiring of parts that each own one concern: {@link FenceIndexState} lays out its keyed
+ * state, {@link Readiness} decides when the index is provably complete, {@link Recovery} does the
+ * gap check and rebuilds against the source of truth off the task thread, {@link
+ * HydrationRecorder} keeps the warm-up's history, {@link EventClock} orders edits and locations in
+ * event time, and {@link Evaluation} turns locations into triggers.
  *
- * <p><b>State.</b> Keyed by {@link FenceKey}, so a subtask owns whole buckets of fences. Per fence,
- * in keyed state: its stored version ({@link StoredFence}), the objects inside it, and its edits
- * not yet applied; per bucket, its fingerprint as streamed; per key group, how far the stream had
- * been read. In memory, rebuilt from keyed state on every start: the {@link FenceSet} (versions,
- * spatial index, checksum), the readiness and the object-to-fences map. Locations not yet
- * evaluated, and the clock, are kept in union operator state: every subtask holds the same at a
- * checkpoint barrier, each entry with the key groups it is owed to.
+ * <p><b>State.</b> Keyed by {@link FenceKey}, so a subtask owns whole buckets of fences: each
+ * bucket's fences ({@link StoredFence}) and fingerprint, each fence's objects, queued edits and
+ * versions ({@link FenceIndexState}, which also moves the layouts of earlier releases). In memory,
+ * rebuilt from keyed state on every start: the {@link FenceSet} (versions, spatial index,
+ * checksum), the readiness and the object-to-fences map. Locations not yet evaluated, and the
+ * clock, are kept in union operator state: every subtask holds the same at a checkpoint barrier,
+ * each entry with the key groups it is owed to.
  *
  * <p><b>Time.</b> A location with event time t is evaluated against the fences holding exactly the
  * edits committed at or before t ({@link EventClock}). Snapshot reads, which carry no commit time,
@@ -115,76 +107,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Dead letters of fence edits this operator could not use as they were, and of locations time refused. */
   public static final OutputTag<DeadLetter> DEAD_LETTERS =
       new OutputTag<>("fence-dead-letters", TypeInformation.of(DeadLetter.class));
-
-  private static final String FENCE_STATE = "fence";
-  private static final String FENCES_STATE = "fences";
-  private static final String MEMBERS_STATE = "members";
-  private static final String FINGERPRINT_STATE = "bucket-fingerprint";
-  private static final String POSITION_STATE = "stream-at";
-  private static final String LEGACY_BUCKET_STATS_STATE = "bucket-stats";
-  private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
-  private static final String PENDING_EDITS_STATE = "pending-edits";
-  private static final String HISTORY_STATE = "fence-history";
-  private static final String PENDING_EXITS_STATE = "pending-exits";
-
-  /**
-   * Every fence's stored version, a map per bucket (keyed like the bucket's fingerprint): a restore
-   * reads each bucket's fences in one pass, where a state per fence key cost a lookup per fence.
-   * The savepoint tools read it with the same descriptor.
-   */
-  public static MapStateDescriptor<String, StoredFence> fencesStateDescriptor() {
-    return new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
-  }
-
-  /**
-   * Each fence's stored version as a value per fence key, as releases before the per-bucket maps
-   * kept it: read on restore and moved into {@link #fencesStateDescriptor()}.
-   */
-  public static ValueStateDescriptor<StoredFence> fenceStateDescriptor() {
-    return new ValueStateDescriptor<>(FENCE_STATE, StoredFenceSerializer.INSTANCE);
-  }
-
-  /** The objects inside each fence, and since when. */
-  public static MapStateDescriptor<String, Long> membersStateDescriptor() {
-    return new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG);
-  }
-
-  /** Each bucket's fingerprint as the stream delivered it. */
-  public static ValueStateDescriptor<StoredFingerprint> fingerprintStateDescriptor() {
-    return new ValueStateDescriptor<>(FINGERPRINT_STATE, StoredStateSerializers.FingerprintSerializer.INSTANCE);
-  }
-
-  /** Each key group's last heartbeat: how far the stream had been read. */
-  public static ValueStateDescriptor<StoredPosition> positionStateDescriptor() {
-    return new ValueStateDescriptor<>(POSITION_STATE, StoredStateSerializers.PositionSerializer.INSTANCE);
-  }
-
-  /**
-   * {@link #fingerprintStateDescriptor()} and {@link #positionStateDescriptor()} as releases
-   * before them kept them, as the stream's records: read on restore and moved into them.
-   */
-  public static ValueStateDescriptor<FenceChange> legacyBucketStatsStateDescriptor() {
-    return new ValueStateDescriptor<>(LEGACY_BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class));
-  }
-
-  /** See {@link #legacyBucketStatsStateDescriptor()}. */
-  public static ValueStateDescriptor<FenceChange> legacyStreamPositionStateDescriptor() {
-    return new ValueStateDescriptor<>(LEGACY_STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
-  }
-
-  /** Each fence's versions superseded within the allowed lateness, by the time each ended ({@link FenceHistory}). */
-  private static MapStateDescriptor<Long, StoredFence> historyStateDescriptor() {
-    return new MapStateDescriptor<>(HISTORY_STATE, LongSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
-  }
-
-  private static ListStateDescriptor<FenceChange> pendingEditsStateDescriptor() {
-    return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
-  }
-
-  /** A deleted fence's deletes whose EXITs wait for older held locations: commit time to the delete's seq. */
-  private static MapStateDescriptor<Long, Long> pendingExitsStateDescriptor() {
-    return new MapStateDescriptor<>(PENDING_EXITS_STATE, Types.LONG, Types.LONG);
-  }
 
   /** Why state checkpointed during a fresh start's read is not trusted when restored. */
   static final String INCOMPLETE_LOAD = "the state was checkpointed while the fresh start's read of the source was under way";
@@ -242,20 +164,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private StoredFenceSerializer fenceSerializer = StoredFenceSerializer.INSTANCE;
   /** See {@link #writingPreviousLayout()}. */
   private boolean previousLayout;
-  private transient int movedFromPerFenceLayout;
 
-  private transient ValueState<StoredFence> fenceState;
-  private transient MapState<String, StoredFence> fencesState;
-  private transient MapState<String, Long> membersState;
-  private transient ListState<FenceChange> pendingEditsState;
-  private transient MapState<Long, Long> pendingExitsState;
+  private transient FenceIndexState state;
   private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
-  private transient ValueState<StoredFingerprint> fingerprintState;
-  private transient ValueState<StoredPosition> positionState;
-  private transient ValueState<FenceChange> legacyBucketStatsState;
-  private transient ValueState<FenceChange> legacyStreamPositionState;
-  private transient MapState<Long, StoredFence> historyState;
   private transient InternalTimerService<VoidNamespace> historyTimers;
   private transient ListState<String> untrustedState;
   private transient ListState<Tuple2<String, Long>> objectTimesState;
@@ -328,18 +240,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void initializeState(StateInitializationContext context) throws Exception {
     super.initializeState(context);
-    fenceState = context.getKeyedStateStore().getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
-    fencesState = context.getKeyedStateStore().getMapState(new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer));
-    membersState = context.getKeyedStateStore().getMapState(membersStateDescriptor());
-    pendingEditsState = context.getKeyedStateStore().getListState(pendingEditsStateDescriptor());
-    pendingExitsState = context.getKeyedStateStore().getMapState(pendingExitsStateDescriptor());
+    state = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(), fenceSerializer, previousLayout);
     pendingLocationsState = context.getOperatorStateStore().getUnionListState(
         new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
-    fingerprintState = context.getKeyedStateStore().getState(fingerprintStateDescriptor());
-    positionState = context.getKeyedStateStore().getState(positionStateDescriptor());
-    legacyBucketStatsState = context.getKeyedStateStore().getState(legacyBucketStatsStateDescriptor());
-    legacyStreamPositionState = context.getKeyedStateStore().getState(legacyStreamPositionStateDescriptor());
-    historyState = context.getKeyedStateStore().getMapState(historyStateDescriptor());
     clockState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrustedState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
     objectTimesState = context.getOperatorStateStore().getUnionListState(
@@ -353,7 +256,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     rereads = new Rereads();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
-    evaluation = new Evaluation(fences, history, new KeyedMembership(), this::emit, this::outOfOrder, clock::exitPending,
+    evaluation = new Evaluation(fences, history, state.membership(), this::emit, this::outOfOrder, clock::exitPending,
         maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -429,43 +332,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   private void restoreFromKeyedState(boolean restored) throws Exception {
-    KeyedStateBackend<FenceKey> backend = getKeyedStateBackend();
     List<FenceEdit> stored = new ArrayList<>();
     if (restored) {
       recorder.enter(LoadPhase.RESTORING);
     }
-    // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
-    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (README "Performance").
-    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
-      if (FenceBuckets.inKeyGroups(bucket, maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup())) {
-        setCurrentKey(FenceKey.ofBucket(bucket));
-        for (Map.Entry<String, StoredFence> fence : fencesState.entries()) {
-          if (fence.getValue() == StoredFence.UNREADABLE) {
-            unreadable.add(fence.getKey());
-          } else {
-            stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
-          }
-        }
-      }
-    }
-    // State of a release before the per-bucket maps: moved into the maps (once; the next
-    // checkpoint carries the move).
-    Map<String, StoredFence> legacy = new HashMap<>();
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
-        (FenceKey key, ValueState<StoredFence> state) -> legacy.put(key.id, state.value()));
-    movedFromPerFenceLayout = legacy.size();
-    for (Map.Entry<String, StoredFence> fence : legacy.entrySet()) {
-      setCurrentKey(new FenceKey(fence.getKey()));
-      fenceState.clear();
-      if (fence.getValue() == StoredFence.UNREADABLE) {
-        unreadable.add(fence.getKey());
+    state.readFences(maxParallelism, ownKeyGroups, (id, fence) -> {
+      if (fence == StoredFence.UNREADABLE) {
+        unreadable.add(id);
       } else {
-        store(fence.getKey(), fence.getValue());
-        stored.add(fence.getValue().asSnapshotEdit(fence.getKey()));
+        stored.add(fence.asSnapshotEdit(id));
       }
-    }
+    });
     if (restored) {
       recorder.episode().restoredAt = System.currentTimeMillis();
       recorder.enter(LoadPhase.INDEXING);
@@ -477,59 +354,42 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         readiness.fingerprints().add(edit.fenceId(), edit.seq());
       }
     }
-    moveLegacyRecords(backend);
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        fingerprintStateDescriptor(),
-        (FenceKey key, ValueState<StoredFingerprint> state) -> {
-          StoredFingerprint stats = state.value();
-          readiness.fingerprints().expect(stats.bucket(), stats.fenceCount(), stats.checksum(), stats.version());
-          readiness.versions().known(stats.bucket(), stats.version());
-          readiness.streamed(stats.lsn(), stats.commitTime());
-        });
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        positionStateDescriptor(),
-        (FenceKey key, ValueState<StoredPosition> state) -> readiness.streamed(state.value().lsn(), state.value().commitTime()));
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        membersStateDescriptor(),
-        (FenceKey key, MapState<String, Long> state) -> {
-          for (String objectId : state.keys()) {
-            evaluation.restoreMember(key.id, objectId);
-          }
-        });
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        historyStateDescriptor(),
-        (FenceKey key, MapState<Long, StoredFence> state) -> {
-          List<Long> ends = new ArrayList<>();
-          state.keys().forEach(ends::add);
-          Collections.sort(ends);
-          for (Long until : ends) {
-            StoredFence version = state.get(until);
-            history.superseded(key.id, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
-          }
-        });
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        pendingEditsStateDescriptor(),
-        (FenceKey key, ListState<FenceChange> state) -> {
-          for (FenceChange change : state.get()) {
-            clock.queueEdit(change.commitTime, key.id);
-            if (change.kind == FenceChange.Kind.BUCKET_STATS) {
-              readiness.versions().known(change.bucket, change.seq);
-            }
-          }
-        });
-    backend.applyToAllKeys(
-        VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        pendingExitsStateDescriptor(),
-        (FenceKey key, MapState<Long, Long> state) -> {
-          for (Long time : state.keys()) {
-            clock.queueExit(time, key.id);
-          }
-        });
+    state.readTheRest(new FenceIndexState.Restored() {
+      @Override
+      public void fingerprint(StoredFingerprint stats) {
+        readiness.fingerprints().expect(stats.bucket(), stats.fenceCount(), stats.checksum(), stats.version());
+        readiness.versions().known(stats.bucket(), stats.version());
+        readiness.streamed(stats.lsn(), stats.commitTime());
+      }
+
+      @Override
+      public void position(StoredPosition position) {
+        readiness.streamed(position.lsn(), position.commitTime());
+      }
+
+      @Override
+      public void member(String fenceId, String objectId) {
+        evaluation.restoreMember(fenceId, objectId);
+      }
+
+      @Override
+      public void version(String fenceId, long until, StoredFence version) {
+        history.superseded(fenceId, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
+      }
+
+      @Override
+      public void pendingEdit(String key, FenceChange change) {
+        clock.queueEdit(change.commitTime, key);
+        if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+          readiness.versions().known(change.bucket, change.seq);
+        }
+      }
+
+      @Override
+      public void pendingExit(String fenceId, long time) {
+        clock.queueExit(time, fenceId);
+      }
+    });
     if (restored) {
       recorder.episode().indexedAt = System.currentTimeMillis();
     }
@@ -538,7 +398,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void open() throws Exception {
     super.open();
-    historyTimers = getInternalTimerService(HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
+    historyTimers = getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
     if (source != null) {
       recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
@@ -615,29 +475,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   // ---- recovery: the gap check, rebuilds, retries ------------------------------------------------
-
-  /**
-   * Moves fingerprints and stream positions that releases before their own state types kept as the
-   * stream's records into those types (once; the next checkpoint carries the move).
-   */
-  private void moveLegacyRecords(KeyedStateBackend<FenceKey> backend) throws Exception {
-    Map<FenceKey, FenceChange> legacy = new HashMap<>();
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyBucketStatsStateDescriptor(),
-        (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyStreamPositionStateDescriptor(),
-        (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
-    for (Map.Entry<FenceKey, FenceChange> record : legacy.entrySet()) {
-      setCurrentKey(record.getKey());
-      FenceChange change = record.getValue();
-      if (change.kind == FenceChange.Kind.BUCKET_STATS) {
-        legacyBucketStatsState.clear();
-        fingerprintState.update(StoredFingerprint.of(change));
-      } else {
-        legacyStreamPositionState.clear();
-        positionState.update(StoredPosition.of(change));
-      }
-    }
-  }
 
   /**
    * Starts what stands between this subtask and a trusted index, if anything does and nothing is
@@ -737,8 +574,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** A read of this subtask's buckets from the source: a fresh start's load, or a rebuild. */
   private void startRead() throws Exception {
     for (String id : unreadable) {
-      setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(id)));
-      fencesState.remove(id);
+      state.removeFence(id);
     }
     read = SourceRead.ofAllBuckets();
     if (readiness.loading()) {
@@ -854,11 +690,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
-      if (previousLayout) {
-        legacyStreamPositionState.update(change);
-      } else {
-        positionState.update(StoredPosition.of(change));
-      }
+      state.storePosition(change);
     } else if (change.kind == FenceChange.Kind.FENCE || change.kind == FenceChange.Kind.BUCKET_STATS) {
       receive(change);
     }
@@ -881,7 +713,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (change.snapshot || clock.appliesAtOnce(change.commitTime, key, !everReady)) {
       apply(List.of(change), null);
     } else {
-      pendingEditsState.add(change);
+      state.queueEdit(change);
       clock.queueEdit(change.commitTime, key);
     }
   }
@@ -903,11 +735,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         // A bucket's fingerprint: the newest wins; the current key is the bucket's.
         boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
-          if (previousLayout) {
-            legacyBucketStatsState.update(change);
-          } else {
-            fingerprintState.update(StoredFingerprint.of(change));
-          }
+          state.storeFingerprint(change);
           rereads.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
         }
         if (wasReady && !readiness.ready()) {
@@ -947,7 +775,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (edit.origin() == EditOrigin.SNAPSHOT) {
       if (!history.of(id).isEmpty()) {
         history.forget(id);
-        historyState.clear();
+        state.forgetVersions();
       }
       return null;
     }
@@ -960,7 +788,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (until > historyHorizon()) {
       String tenantBefore = inForce != null ? inForce.tenant() : tenantInForce(id);
       if (history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until))) {
-        historyState.put(until, new StoredFence(seqBefore, geometryBefore == null, geometryBefore, tenantBefore, 0, 0));
+        state.keepVersion(until, new StoredFence(seqBefore, geometryBefore == null, geometryBefore, tenantBefore, 0, 0));
         historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, until + timePolicy.allowedLateness().toMillis());
       }
     }
@@ -979,15 +807,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) throws Exception {
     long horizon = historyHorizon();
     long oldest = history.prune(timer.getKey().id, horizon);
-    List<Long> ended = new ArrayList<>();
-    for (Long until : historyState.keys()) {
-      if (until <= horizon) {
-        ended.add(until);
-      }
-    }
-    for (Long until : ended) {
-      historyState.remove(until);
-    }
+    state.forgetVersionsUpTo(horizon);
     if (oldest != Long.MIN_VALUE) {
       // Kept for a held location older than the lateness allows (the index was not ready): later.
       long lateness = timePolicy.allowedLateness().toMillis();
@@ -1027,7 +847,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Keyed state is read only when neither the edit nor the index says the tenant: on RocksDB a
     // read per edit (of a key that a snapshot never finds) was most of a cold start's time.
     String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : tenantInForce(edit.fenceId());
-    store(edit.fenceId(), new StoredFence(
+    state.store(edit.fenceId(), new StoredFence(
         edit.seq(), deleted, deleted ? null : fences.index().get(edit.fenceId()), tenant,
         edit.commitLsn(), edit.commitTimeMillis()));
     boolean aheadOfTheClock = !everReady && edit.origin() == EditOrigin.STREAM && edit.commitTimeMillis() > clock.time();
@@ -1036,11 +856,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       // index was not ready): a location older than the delete must still find who was inside, so
       // the EXITs wait for it, as in time order. (A read's delete, applied on arrival like all of
       // a read, waits only for held locations, as it always has.)
-      pendingExitsState.put(edit.commitTimeMillis(), edit.seq());
+      state.queueExit(edit.commitTimeMillis(), edit.seq());
       clock.queueExit(edit.commitTimeMillis(), edit.fenceId());
     } else if (deleted) {
-      evaluation.deleted(edit.fenceId(), membersState.keys(), edit.commitTimeMillis(), edit.seq());
-      membersState.clear();
+      evaluation.deleted(edit.fenceId(), state.members(), edit.commitTimeMillis(), edit.seq());
+      state.clearMembers();
     }
   }
 
@@ -1050,45 +870,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * applying in a profile), else the stored version's.
    */
   private String tenantInForce(String fenceId) throws Exception {
-    return fences.index().get(fenceId) != null ? fences.index().tenantOf(fenceId) : storedTenant(fenceId);
-  }
-
-  private String storedTenant(String fenceId) throws Exception {
-    StoredFence stored = withBucketKey(fenceId, () -> fencesState.get(fenceId));
-    return stored == null ? null : stored.tenant;
-  }
-
-  /** Stores a fence's version in its bucket's map; the current key stays what it was. */
-  private void store(String fenceId, StoredFence stored) throws Exception {
-    if (previousLayout) {
-      withKey(new FenceKey(fenceId), () -> {
-        fenceState.update(stored);
-        return null;
-      });
-      return;
-    }
-    withBucketKey(fenceId, () -> {
-      fencesState.put(fenceId, stored);
-      return null;
-    });
-  }
-
-  private interface StateCall<T> {
-    T call() throws Exception;
-  }
-
-  private <T> T withBucketKey(String fenceId, StateCall<T> call) throws Exception {
-    return withKey(FenceKey.ofBucket(FenceBuckets.of(fenceId)), call);
-  }
-
-  private <T> T withKey(FenceKey other, StateCall<T> call) throws Exception {
-    Object key = getCurrentKey();
-    setCurrentKey(other);
-    try {
-      return call.call();
-    } finally {
-      setCurrentKey(key);
-    }
+    return fences.index().get(fenceId) != null ? fences.index().tenantOf(fenceId) : state.storedTenant(fenceId);
   }
 
   /** The edit a change makes, its geometry decoded: a bad one goes to dead letters and refuses the upsert. */
@@ -1196,15 +978,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       // The locations released before this edit see the fences without it.
       evaluation.flush();
       setCurrentKey(new FenceKey(key));
-      List<FenceChange> due = new ArrayList<>();
-      List<FenceChange> keep = new ArrayList<>();
-      for (FenceChange change : pendingEditsState.get()) {
-        (change.commitTime <= time ? due : keep).add(change);
-      }
+      List<FenceChange> due = state.takeEditsUpTo(time);
       if (!due.isEmpty()) {
         // Every edit of this fence up to the next location: no location sees the versions between.
         apply(due, null);
-        pendingEditsState.update(keep);
         recorder.update();
       }
     }
@@ -1219,28 +996,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       // The locations released before these EXITs enter and leave the fence first.
       evaluation.flush();
       setCurrentKey(new FenceKey(key));
-      long time = Long.MAX_VALUE;
-      for (Long waiting : pendingExitsState.keys()) {
-        time = Math.min(time, waiting);
-      }
-      evaluation.deleted(key, membersState.keys(), time, pendingExitsState.get(time));
-      membersState.clear();
-      pendingExitsState.remove(time);
-    }
-  }
-
-  /** Who is inside each fence, in keyed state. */
-  private final class KeyedMembership implements Evaluation.Membership {
-    @Override
-    public void entered(String fenceId, String objectId, long since) throws Exception {
-      setCurrentKey(new FenceKey(fenceId));
-      membersState.put(objectId, since);
-    }
-
-    @Override
-    public void left(String fenceId, String objectId) throws Exception {
-      setCurrentKey(new FenceKey(fenceId));
-      membersState.remove(objectId);
+      Map.Entry<Long, Long> delete = state.takeOldestExit();
+      evaluation.deleted(key, state.members(), delete.getKey(), delete.getValue());
+      state.clearMembers();
     }
   }
 
@@ -1347,7 +1105,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** How many fences this operator's restore moved from the per-fence layout into the bucket maps. */
   int movedFromPerFenceLayout() {
-    return movedFromPerFenceLayout;
+    return state.movedFromPerFenceLayout();
   }
 
   /** This operator writes fences in format {@code version}, as another release would. */
