@@ -4,6 +4,8 @@
 #   REST  the job's REST port          WORK  the run's work directory (job.log, cp/, sp/, tmp/)
 #   HEAP  the job JVM's -Xmx           MARK  (set by the caller) epoch ms before a start, for wait_ready
 #   BACKEND  the job's state backend (rocksdb unless set)
+#   JAR  the job jar (job/target/geofence-job.jar unless set)   JVM_OPTS  the JVM's options besides -Xmx
+#        and its GC log (-XX:+UseParallelGC unless set)        N  the fences loaded, for edit
 # Only processes this shell started are stopped, by their ids: others run the job on this machine too.
 
 # psql as a client over TCP (the password is in PGPASSWORD): it reads the SQL files as this user,
@@ -33,12 +35,27 @@ load_fences() {  # load_fences N
   sql "VACUUM ANALYZE fences"
 }
 
+# EDITS single-statement edits over EDITS * (1 - SUPERSEDED) of the N fences, each its own commit.
+edit() {  # edit EDITS SUPERSEDED
+  python3 - "$1" "$2" "$N" <<'EOF' | $PSQL -d bench >/dev/null
+import random, sys
+edits, superseded, n = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+distinct = min(n, max(1, round(edits * (1 - superseded))))
+targets = random.sample(range(1, n + 1), distinct)
+order = targets + [random.choice(targets) for _ in range(edits - distinct)]
+random.shuffle(order)
+for f in order:
+    print(f"UPDATE fences SET geom = ST_Translate(geom, 0.00001, 0) WHERE id = 'f-{f}';")
+EOF
+}
+
 # The job in the background, its launcher's id in JOB_PID (java -jar restarts itself: the launcher
 # starts the JVM that runs the job, and a SIGTERM to it stops both).
 run() {  # run PARALLELISM LOCATIONS [options...]
   local p=$1 loc=$2; shift 2
   # A GC log per JVM (the launcher's and the job's): the heap left after each collection, for gc_peak.
-  java -Xmx"$HEAP" -XX:+UseParallelGC -Xlog:gc:file="$WORK/gc-%p.log":time -jar job/target/geofence-job.jar run \
+  # shellcheck disable=SC2086 # JVM_OPTS: options, split as the shell splits words
+  java -Xmx"$HEAP" ${JVM_OPTS:--XX:+UseParallelGC} -Xlog:gc:file="$WORK/gc-%p.log":time -jar "${JAR:-job/target/geofence-job.jar}" run \
     --source-url "jdbc:postgresql://127.0.0.1:$PORT/bench" --source-user postgres --locations "$loc" \
     --parallelism "$p" --state-backend "${BACKEND:-rocksdb}" --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
     --checkpoint-interval 10s -Dprocess.working-dir="$WORK/tmp" "$@" >> "$WORK/job.log" 2>&1 &
@@ -100,6 +117,43 @@ steady_heap() {  # used heap right after a full GC, bytes
   jcmd "$pid" GC.run >/dev/null
   # Parallel GC's young and old generations (Metaspace is not heap).
   jcmd "$pid" GC.heap_info | python3 -c "import re,sys; print(1024 * sum(int(u) for u in re.findall(r'(?m)^\s*(?:PSYoungGen|ParOldGen)\s+total \d+K, used (\d+)K', sys.stdin.read())))"
+}
+pg_cpu_s() {  # CPU seconds of the bench PostgreSQL: the postmaster, its live backends, and those reaped
+  python3 - "$(head -1 "$DATA/postmaster.pid")" <<'PY'
+import os, sys
+pm, total = sys.argv[1], 0
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        stat = open(f'/proc/{pid}/stat').read()
+    except OSError:
+        continue
+    f = stat[stat.rindex(')') + 2:].split()
+    if pid == pm:
+        total += sum(int(x) for x in f[11:15])
+    elif f[1] == pm:
+        total += int(f[11]) + int(f[12])
+print(total / os.sysconf('SC_CLK_TCK'))
+PY
+}
+jvm_cpu_s() {  # CPU seconds of a process, every thread
+  python3 -c "import os; f = open('/proc/$1/stat').read().rsplit(')', 1)[1].split(); print((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK'))"
+}
+# CPU seconds of a JVM's live threads by name, digits left out (GC Thread#0 and #1 are one), the
+# most first: "name=seconds" separated by ", ", the first LIMIT.
+jvm_threads_cpu() {  # jvm_threads_cpu PID LIMIT
+  python3 - "$1" "$2" <<'PY'
+import collections, os, re, sys
+pid, limit, by = sys.argv[1], int(sys.argv[2]), collections.Counter()
+for tid in os.listdir(f'/proc/{pid}/task'):
+    try:
+        stat = open(f'/proc/{pid}/task/{tid}/stat').read()
+    except OSError:
+        continue
+    name = re.sub(r'\d+', '', stat[stat.index('(') + 1:stat.rindex(')')]).strip()
+    f = stat[stat.rindex(')') + 2:].split()
+    by[name] += (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+print(', '.join(f'{name}={s:.1f}' for name, s in by.most_common(limit)))
+PY
 }
 # Stops the job's processes and waits until they are gone and the replication slot is free (the
 # embedded cluster stays up after its job ends; the process goes, and with it the slot).
