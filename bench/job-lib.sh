@@ -115,7 +115,7 @@ PY
 steady_heap() {  # used heap right after a full GC, bytes
   local pid; pid=$(jvm_pid)
   jcmd "$pid" GC.run >/dev/null
-  # Parallel GC's young and old generations (Metaspace is not heap).
+  # Parallel GC's young and old generations (Metaspace is not heap): 0 under another JVM_OPTS collector.
   jcmd "$pid" GC.heap_info | python3 -c "import re,sys; print(1024 * sum(int(u) for u in re.findall(r'(?m)^\s*(?:PSYoungGen|ParOldGen)\s+total \d+K, used (\d+)K', sys.stdin.read())))"
 }
 pg_cpu_s() {  # CPU seconds of the bench PostgreSQL: the postmaster, its live backends, and those reaped
