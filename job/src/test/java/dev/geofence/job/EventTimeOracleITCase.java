@@ -86,12 +86,16 @@ class EventTimeOracleITCase extends EndToEndFixture {
       phase();
     }
 
-    Set<String> written = new TreeSet<>();
-    for (String row : triggers()) {
-      if (!row.startsWith("sentinel-") && !row.startsWith("late-sentinel-")) {
-        written.add(row);
+    awaitEvaluated();
+    Set<String> written = eventually(() -> {
+      Set<String> rows = new TreeSet<>();
+      for (String row : writtenTriggers()) {
+        if (!row.startsWith("sentinel-") && !row.startsWith("late-sentinel-")) {
+          rows.add(row);
+        }
       }
-    }
+      return rows;
+    }, expectedTriggers);
     assertThat(written).as("geofence_triggers, against the oracle of time").isEqualTo(expectedTriggers);
     assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id NOT LIKE '%sentinel-%'"))
         .as("no trigger written twice").isEqualTo(expectedTriggers.size());
