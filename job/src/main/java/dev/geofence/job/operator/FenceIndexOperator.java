@@ -32,8 +32,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.PriorityQueue;
 import java.util.function.LongSupplier;
 import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
@@ -51,7 +53,6 @@ import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.InternalTimer;
-import org.apache.flink.streaming.api.operators.InternalTimerService;
 import org.apache.flink.streaming.api.operators.StreamTaskStateInitializer;
 import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
@@ -137,9 +138,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
   private static final int MIN_OBJECTS_KEPT = 1024;
 
-  /** How long after a pruning that held locations kept from it to try again, at the least. */
-  private static final long HISTORY_RETRY_MS = 1_000;
-
   /** Rows of a rebuild applied per poll, so that checkpoints and the stream are not held up. */
   private static final int ROWS_PER_POLL = 2_000;
 
@@ -168,12 +166,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient FenceIndexState state;
   private transient ListState<PendingLocation> pendingLocationsState;
   private transient ListState<Long> clockState;
-  private transient InternalTimerService<VoidNamespace> historyTimers;
   private transient ListState<String> untrustedState;
   private transient ListState<Tuple2<String, Long>> objectTimesState;
 
   private transient FenceSet fences;
   private transient FenceHistory history;
+  /** The end of every version kept in memory, oldest first: what {@link #pruneHistory} drops. */
+  private transient PriorityQueue<VersionEnd> versionEnds;
+  /** The versions kept since the last checkpoint, not in keyed state yet ({@link #persistHistory}). */
+  private transient List<VersionEnd> unpersistedVersions;
+  /** The end of every version in keyed state, oldest first: what a checkpoint removes from there once no location needs it. */
+  private transient PriorityQueue<VersionEnd> persistedEnds;
   private transient FenceDecoder decoder;
   private transient Readiness readiness;
   private transient HydrationRecorder recorder;
@@ -253,6 +256,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
+    versionEnds = new PriorityQueue<>(Comparator.comparingLong(VersionEnd::until));
+    unpersistedVersions = new ArrayList<>();
+    persistedEnds = new PriorityQueue<>(Comparator.comparingLong(VersionEnd::until));
     rereads = new Rereads();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
@@ -375,6 +381,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       @Override
       public void version(String fenceId, long until, StoredFence version) {
         history.superseded(fenceId, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
+        versionEnds.add(new VersionEnd(until, fenceId));
+        persistedEnds.add(new VersionEnd(until, fenceId));
       }
 
       @Override
@@ -398,7 +406,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void open() throws Exception {
     super.open();
-    historyTimers = getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
+    // The timers an earlier release set per fence to prune its history: restored so that they fire and are gone.
+    getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
     if (source != null) {
       recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
@@ -445,6 +454,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
+    persistHistory();
     pendingLocationsState.update(clock.held());
     clockState.update(List.of(clock.time()));
     // Every subtask evaluates every location, so each writes its share of the objects and a
@@ -788,8 +798,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (until > historyHorizon()) {
       String tenantBefore = inForce != null ? inForce.tenant() : tenantInForce(id);
       if (history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until))) {
-        state.keepVersion(until, new StoredFence(seqBefore, geometryBefore == null, geometryBefore, tenantBefore, 0, 0));
-        historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, until + timePolicy.allowedLateness().toMillis());
+        // In memory only until a checkpoint (persistHistory): a catch-up sweeps past most versions
+        // within seconds, before any checkpoint needs them.
+        VersionEnd end = new VersionEnd(until, id);
+        versionEnds.add(end);
+        unpersistedVersions.add(end);
       }
     }
     // A refused upsert leaves the geometry in force as it was.
@@ -797,25 +810,52 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return new FenceHistory.Version(edit.seq(), after, edit.tenant(), Long.MAX_VALUE);
   }
 
+  /**
+   * Brings the history's keyed state to what the history holds: writes the versions kept since the
+   * last checkpoint that are still kept, and removes those no location can need any more. A
+   * version pruned between two checkpoints, as most of a catch-up's are, costs no state access.
+   * Called in {@code snapshotState}, before the keyed state backend takes its snapshot.
+   */
+  private void persistHistory() throws Exception {
+    long horizon = historyHorizon();
+    for (VersionEnd end : unpersistedVersions) {
+      if (end.until() > horizon) {
+        for (FenceHistory.Version version : history.of(end.fenceId())) {
+          if (version.until() == end.until()) {
+            setCurrentKey(new FenceKey(end.fenceId()));
+            state.keepVersion(end.until(), new StoredFence(version.seq(), version.geometry() == null, version.geometry(), version.tenant(), 0, 0));
+            persistedEnds.add(end);
+          }
+        }
+      }
+    }
+    unpersistedVersions.clear();
+    while (!persistedEnds.isEmpty() && persistedEnds.peek().until() <= horizon) {
+      setCurrentKey(new FenceKey(persistedEnds.poll().fenceId()));
+      state.forgetVersionsUpTo(horizon);
+    }
+  }
+
+  /** Drops the versions in memory that no location still to be evaluated can need. */
+  private void pruneHistory() {
+    long horizon = historyHorizon();
+    while (!versionEnds.isEmpty() && versionEnds.peek().until() <= horizon) {
+      history.prune(versionEnds.poll().fenceId(), horizon);
+    }
+  }
+
   /** No location still to be evaluated is older than this: history that ended at or before it is needed no more. */
   private long historyHorizon() {
     return Math.min(timePolicy.historyHorizon(clock.time()), clock.oldestHeld());
   }
 
-  /** A fence's history is due for pruning (the timer {@link #keepHistory} set). */
+  /**
+   * A timer of an earlier release, which pruned each fence's history by timers, restored from its
+   * savepoint: the versions it was for are pruned with the rest ({@link #pruneHistory}, {@link
+   * #persistHistory}), so it has nothing left to do.
+   */
   @Override
-  public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) throws Exception {
-    long horizon = historyHorizon();
-    long oldest = history.prune(timer.getKey().id, horizon);
-    state.forgetVersionsUpTo(horizon);
-    if (oldest != Long.MIN_VALUE) {
-      // Kept for a held location older than the lateness allows (the index was not ready): later.
-      long lateness = timePolicy.allowedLateness().toMillis();
-      long next = oldest + lateness > timer.getTimestamp() ? oldest + lateness
-          : historyTimers.currentWatermark() + Math.max(lateness, HISTORY_RETRY_MS);
-      historyTimers.registerEventTimeTimer(VoidNamespace.INSTANCE, next);
-    }
-  }
+  public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) {}
 
   @Override
   public void onProcessingTime(InternalTimer<FenceKey, VoidNamespace> timer) {
@@ -944,6 +984,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
+      pruneHistory();
       maybeReread();
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
@@ -1001,6 +1042,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       state.clearMembers();
     }
   }
+
+  /** When a fence's version kept in the history ended (its successor's commit time). */
+  private record VersionEnd(long until, String fenceId) {}
 
   /** A counter whose count another object keeps (the fence set counts its edit outcomes itself). */
   private static final class CountOf implements Counter {

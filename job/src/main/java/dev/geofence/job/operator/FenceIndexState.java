@@ -46,7 +46,7 @@ public final class FenceIndexState {
   private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
   private static final String PENDING_EDITS_STATE = "pending-edits";
   private static final String PENDING_EXITS_STATE = "pending-exits";
-  /** The fences' versions, and the name of the event-time timers that prune them. */
+  /** The fences' versions, and the name of the event-time timers by which an earlier release pruned them. */
   static final String HISTORY_STATE = "fence-history";
 
   /**

@@ -77,7 +77,7 @@ class EventTimeRulesTest {
           "ENTER o2 a@1 t=2000", "EXIT o1 a@1 t=2500", "ENTER o5 a@2 t=3500", "EXIT o2 a@3 t=5000", "EXIT o5 a@3 t=5000");
       assertThat(operator(harness).lateLocationCount()).isEqualTo(7);
 
-      // Timers prune each version once no admitted location can be older than its end.
+      // The clock prunes each version once no admitted location can be older than its end.
       assertThat(operator(harness).historyVersions()).isEqualTo(3);
       watermark(harness, 3000 + LATENESS);
       assertThat(operator(harness).historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
@@ -90,6 +90,48 @@ class EventTimeRulesTest {
         restored.open();
         assertThat(operator(restored).historyVersions()).as("pruned in keyed state too").isZero();
       }
+    }
+  }
+
+  /**
+   * The history's keyed state is brought up to date at checkpoints only: a version pruned before a
+   * checkpoint is never written; one still kept is written, restored, answers a late location after
+   * the restore, and is removed from keyed state at the first checkpoint after its pruning. No timer
+   * is set for any of it.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void theHistoryReachesKeyedStateAtCheckpointsOnlyWhileItIsNeeded(String backend) throws Exception {
+    OperatorSubtaskState kept;
+    try (var harness = harness(backend)) {
+      harness.open();
+      squareThenFarSquare(harness);
+      watermark(harness, 4000);
+      assertThat(operator(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+      watermark(harness, 1000 + LATENESS);
+      assertThat(operator(harness).historyVersions()).as("the void before 1000, pruned in memory").isEqualTo(1);
+      kept = harness.snapshot(1, 1000 + LATENESS);
+      assertThat(harness.numEventTimeTimers()).isZero();
+    }
+    OperatorSubtaskState pruned;
+    try (var harness = harness(backend)) {
+      harness.initializeState(kept);
+      harness.open();
+      assertThat(operator(harness).historyVersions()).as("only the square was written").isEqualTo(1);
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.live.put("a", 2L);
+      source.sendAllBuckets();
+      harness.processElement2(location("o2", 2000, 5, 5), 2000);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o2 a@1 t=2000");
+      watermark(harness, 3000 + LATENESS);
+      assertThat(operator(harness).historyVersions()).as("the restored square, pruned in memory").isZero();
+      pruned = harness.snapshot(2, 3000 + LATENESS);
+      assertThat(harness.numEventTimeTimers()).isZero();
+    }
+    try (var harness = harness(backend)) {
+      harness.initializeState(pruned);
+      harness.open();
+      assertThat(operator(harness).historyVersions()).as("removed from keyed state at the checkpoint").isZero();
     }
   }
 
