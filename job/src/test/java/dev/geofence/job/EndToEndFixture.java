@@ -682,13 +682,7 @@ abstract class EndToEndFixture {
    * sentinel's. A row too many never goes away, so it still fails.
    */
   static <T> T eventually(Waiting.Probe<T> rows, T oracle) throws Exception {
-    long deadline = System.nanoTime() + PATIENCE.toNanos();
-    T seen = rows.get();
-    while (!seen.equals(oracle) && System.nanoTime() < deadline) {
-      Thread.sleep(100);
-      seen = rows.get();
-    }
-    return seen;
+    return Waiting.last(PATIENCE, rows, oracle::equals);
   }
 
   /**

@@ -48,17 +48,31 @@ public final class Waiting {
     until(what, timeout, 1, condition, Boolean.TRUE::equals);
   }
 
+  /**
+   * Polls {@code probe} as {@link #until} does, until its value satisfies {@code done} or {@code
+   * timeout} passes, and returns the last value either way: for an assertion that says how it
+   * differs from what was waited for.
+   */
+  public static <T> T last(Duration timeout, Probe<T> probe, Predicate<? super T> done) throws Exception {
+    return poll(timeout, LONGEST_PAUSE_MILLIS, probe, done);
+  }
+
   private static <T> T until(String what, Duration timeout, long longestPause, Probe<T> probe, Predicate<? super T> done)
       throws Exception {
+    T value = poll(timeout, longestPause, probe, done);
+    if (!done.test(value)) {
+      throw new AssertionError("waited " + timeout.toSeconds() + " s for " + what + "; last seen: " + value);
+    }
+    return value;
+  }
+
+  private static <T> T poll(Duration timeout, long longestPause, Probe<T> probe, Predicate<? super T> done) throws Exception {
     long deadline = System.nanoTime() + timeout.toNanos();
     long pause = Math.min(FIRST_PAUSE_MILLIS, longestPause);
     while (true) {
       T value = probe.get();
-      if (done.test(value)) {
+      if (done.test(value) || System.nanoTime() > deadline) {
         return value;
-      }
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("waited " + timeout.toSeconds() + " s for " + what + "; last seen: " + value);
       }
       Thread.sleep(pause);
       pause = Math.min(longestPause, pause * 2);
