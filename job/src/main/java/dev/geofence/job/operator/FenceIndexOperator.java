@@ -32,10 +32,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
-import java.util.PriorityQueue;
 import java.util.function.LongSupplier;
 import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
@@ -82,8 +80,8 @@ import org.slf4j.LoggerFactory;
  * <p><b>Time.</b> A location with event time t is evaluated against the fences holding exactly the
  * edits committed at or before t ({@link EventClock}). Snapshot reads, which carry no commit time,
  * are applied on arrival. A location older than the clock when it arrives is evaluated at once,
- * against the fence versions of its time ({@link FenceHistory}, kept in keyed state for the allowed
- * lateness and pruned by event-time timers), or, beyond the lateness, is a {@code LATE} dead
+ * against the fence versions of its time ({@link FenceHistory}, kept for the allowed lateness, in
+ * keyed state as each checkpoint finds it), or, beyond the lateness, is a {@code LATE} dead
  * letter ({@link LocationTimePolicy}); one older than its object's newest is {@code OUT_OF_ORDER}
  * ({@link Evaluation}). Everything depends only on elements and watermarks, never on wall-clock
  * time, so a replay after a restore emits the same triggers, with the same deterministic ids.
@@ -171,12 +169,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   private transient FenceSet fences;
   private transient FenceHistory history;
-  /** The end of every version kept in memory, oldest first: what {@link #pruneHistory} drops. */
-  private transient PriorityQueue<VersionEnd> versionEnds;
-  /** The versions kept since the last checkpoint, not in keyed state yet ({@link #persistHistory}). */
-  private transient List<VersionEnd> unpersistedVersions;
-  /** The end of every version in keyed state, oldest first: what a checkpoint removes from there once no location needs it. */
-  private transient PriorityQueue<VersionEnd> persistedEnds;
   private transient FenceDecoder decoder;
   private transient Readiness readiness;
   private transient HydrationRecorder recorder;
@@ -256,9 +248,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
-    versionEnds = new PriorityQueue<>(Comparator.comparingLong(VersionEnd::until));
-    unpersistedVersions = new ArrayList<>();
-    persistedEnds = new PriorityQueue<>(Comparator.comparingLong(VersionEnd::until));
     rereads = new Rereads();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
@@ -380,9 +369,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
       @Override
       public void version(String fenceId, long until, StoredFence version) {
-        history.superseded(fenceId, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
-        versionEnds.add(new VersionEnd(until, fenceId));
-        persistedEnds.add(new VersionEnd(until, fenceId));
+        history.restored(fenceId, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
       }
 
       @Override
@@ -797,13 +784,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     long until = edit.commitTimeMillis();
     if (until > historyHorizon()) {
       String tenantBefore = inForce != null ? inForce.tenant() : tenantInForce(id);
-      if (history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until))) {
-        // In memory only until a checkpoint (persistHistory): a catch-up sweeps past most versions
-        // within seconds, before any checkpoint needs them.
-        VersionEnd end = new VersionEnd(until, id);
-        versionEnds.add(end);
-        unpersistedVersions.add(end);
-      }
+      // In memory only until a checkpoint (persistHistory): a catch-up sweeps past most versions
+      // within seconds, before any checkpoint needs them.
+      history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until));
     }
     // A refused upsert leaves the geometry in force as it was.
     FenceGeometry after = edit.kind() == EditKind.DELETE ? null : edit.geometry() != null ? edit.geometry() : geometryBefore;
@@ -811,36 +794,21 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   /**
-   * Brings the history's keyed state to what the history holds: writes the versions kept since the
-   * last checkpoint that are still kept, and removes those no location can need any more. A
-   * version pruned between two checkpoints, as most of a catch-up's are, costs no state access.
+   * Brings the history's keyed state to what the history holds ({@link FenceHistory#checkpoint}).
+   * A version pruned between two checkpoints, as most of a catch-up's are, costs no state access.
    * Called in {@code snapshotState}, before the keyed state backend takes its snapshot.
    */
   private void persistHistory() throws Exception {
     long horizon = historyHorizon();
-    for (VersionEnd end : unpersistedVersions) {
-      if (end.until() > horizon) {
-        for (FenceHistory.Version version : history.of(end.fenceId())) {
-          if (version.until() == end.until()) {
-            setCurrentKey(new FenceKey(end.fenceId()));
-            state.keepVersion(end.until(), new StoredFence(version.seq(), version.geometry() == null, version.geometry(), version.tenant(), 0, 0));
-            persistedEnds.add(end);
-          }
-        }
-      }
+    FenceHistory.Checkpoint checkpoint = history.checkpoint(horizon);
+    for (FenceHistory.Kept kept : checkpoint.write()) {
+      FenceHistory.Version version = kept.version();
+      setCurrentKey(new FenceKey(kept.fenceId()));
+      state.keepVersion(version.until(), new StoredFence(version.seq(), version.geometry() == null, version.geometry(), version.tenant(), 0, 0));
     }
-    unpersistedVersions.clear();
-    while (!persistedEnds.isEmpty() && persistedEnds.peek().until() <= horizon) {
-      setCurrentKey(new FenceKey(persistedEnds.poll().fenceId()));
+    for (String fenceId : checkpoint.forgetUpToHorizon()) {
+      setCurrentKey(new FenceKey(fenceId));
       state.forgetVersionsUpTo(horizon);
-    }
-  }
-
-  /** Drops the versions in memory that no location still to be evaluated can need. */
-  private void pruneHistory() {
-    long horizon = historyHorizon();
-    while (!versionEnds.isEmpty() && versionEnds.peek().until() <= horizon) {
-      history.prune(versionEnds.poll().fenceId(), horizon);
     }
   }
 
@@ -851,8 +819,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /**
    * A timer of an earlier release, which pruned each fence's history by timers, restored from its
-   * savepoint: the versions it was for are pruned with the rest ({@link #pruneHistory}, {@link
-   * #persistHistory}), so it has nothing left to do.
+   * savepoint: the versions it was for are pruned with the rest ({@link FenceHistory#pruneUpTo},
+   * {@link #persistHistory}), so it has nothing left to do.
    */
   @Override
   public void onEventTime(InternalTimer<FenceKey, VoidNamespace> timer) {}
@@ -984,7 +952,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
-      pruneHistory();
+      history.pruneUpTo(historyHorizon());
       maybeReread();
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
@@ -1042,9 +1010,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       state.clearMembers();
     }
   }
-
-  /** When a fence's version kept in the history ended (its successor's commit time). */
-  private record VersionEnd(long until, String fenceId) {}
 
   /** A counter whose count another object keeps (the fence set counts its edit outcomes itself). */
   private static final class CountOf implements Counter {

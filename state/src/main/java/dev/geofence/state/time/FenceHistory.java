@@ -2,9 +2,13 @@ package dev.geofence.state.time;
 
 import dev.geofence.state.geom.FenceGeometry;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.PriorityQueue;
+import java.util.Set;
 import org.locationtech.jts.geom.Envelope;
 import org.locationtech.jts.index.quadtree.Quadtree;
 
@@ -43,6 +47,18 @@ public final class FenceHistory {
   /** A past version of a fence, where the spatial index keeps it. */
   private record Placed(String fenceId, Version version) {}
 
+  /** A version of a fence for the owner's durable copy. */
+  public record Kept(String fenceId, Version version) {}
+
+  /**
+   * What a checkpoint brings the durable copy to: the versions to write, and the fences whose
+   * versions that ended at or before the checkpoint's horizon are to be removed from it.
+   */
+  public record Checkpoint(List<Kept> write, Set<String> forgetUpToHorizon) {}
+
+  /** When a version held here ends. */
+  private record End(long until, String fenceId) {}
+
   /** Each fence's past versions, oldest first (ascending {@code until}). */
   private final Map<String, List<Version>> byFence = new HashMap<>();
   /** Every past version that has a geometry, by its envelope. */
@@ -50,6 +66,12 @@ public final class FenceHistory {
   private long versions;
   /** No fence has changed after this time: a location at or after it needs no history. */
   private long latestChange = Long.MIN_VALUE;
+  /** The end of every version held, oldest first (some may be forgotten since): what {@link #pruneUpTo} drops. */
+  private final PriorityQueue<End> ends = new PriorityQueue<>(Comparator.comparingLong(End::until));
+  /** The versions recorded since the last {@link #checkpoint}, not in the durable copy yet. */
+  private final List<End> uncopied = new ArrayList<>();
+  /** The end of every version in the durable copy, oldest first: what a checkpoint removes from it. */
+  private final PriorityQueue<End> copied = new PriorityQueue<>(Comparator.comparingLong(End::until));
 
   /**
    * Records that {@code version} of the fence ended at {@code version.until()}. Returns false, and
@@ -57,6 +79,26 @@ public final class FenceHistory {
    * replaced at the instant it began was never in force.
    */
   public boolean superseded(String fenceId, Version version) {
+    if (!hold(fenceId, version)) {
+      return false;
+    }
+    uncopied.add(new End(version.until(), fenceId));
+    return true;
+  }
+
+  /**
+   * Records a version read back from the durable copy (a restore): as {@link #superseded}, and
+   * already in the copy, so that a checkpoint removes it from there once it is pruned.
+   */
+  public boolean restored(String fenceId, Version version) {
+    if (!hold(fenceId, version)) {
+      return false;
+    }
+    copied.add(new End(version.until(), fenceId));
+    return true;
+  }
+
+  private boolean hold(String fenceId, Version version) {
     List<Version> past = byFence.computeIfAbsent(fenceId, id -> new ArrayList<>(2));
     if (!past.isEmpty() && past.get(past.size() - 1).until() >= version.until()) {
       return false;
@@ -65,10 +107,14 @@ public final class FenceHistory {
     place(fenceId, version, true);
     versions++;
     latestChange = Math.max(latestChange, version.until());
+    ends.add(new End(version.until(), fenceId));
     return true;
   }
 
-  /** The fence's past is no longer known (a read of the source replaced it): its versions go. */
+  /**
+   * The fence's past is no longer known (a read of the source replaced it): its versions go, here;
+   * the owner removes them from its durable copy at once.
+   */
   public void forget(String fenceId) {
     List<Version> past = byFence.remove(fenceId);
     if (past != null) {
@@ -140,14 +186,43 @@ public final class FenceHistory {
     return false;
   }
 
+  /** Drops every version that ended at or before {@code horizon}: no location at or after it can need them. */
+  public void pruneUpTo(long horizon) {
+    while (!ends.isEmpty() && ends.peek().until() <= horizon) {
+      prune(ends.poll().fenceId(), horizon);
+    }
+  }
+
   /**
-   * Drops the fence's versions that ended at or before {@code horizon}: no location at or after it
-   * can need them. Returns the end of the oldest version kept, or {@link Long#MIN_VALUE} if none is.
+   * What the durable copy needs at a checkpoint whose oldest location still to be evaluated is
+   * {@code horizon}: the versions recorded since the last checkpoint that are held and ended after
+   * it, and the fences with versions in the copy that ended at or before it. The owner applies both
+   * before its state is snapshotted; from then on the written versions count as in the copy.
    */
-  public long prune(String fenceId, long horizon) {
+  public Checkpoint checkpoint(long horizon) {
+    List<Kept> write = new ArrayList<>();
+    for (End end : uncopied) {
+      if (end.until() > horizon) {
+        for (Version version : byFence.getOrDefault(end.fenceId(), List.of())) {
+          if (version.until() == end.until()) {
+            write.add(new Kept(end.fenceId(), version));
+            copied.add(end);
+          }
+        }
+      }
+    }
+    uncopied.clear();
+    Set<String> forget = new LinkedHashSet<>();
+    while (!copied.isEmpty() && copied.peek().until() <= horizon) {
+      forget.add(copied.poll().fenceId());
+    }
+    return new Checkpoint(write, forget);
+  }
+
+  private void prune(String fenceId, long horizon) {
     List<Version> past = byFence.get(fenceId);
     if (past == null) {
-      return Long.MIN_VALUE;
+      return;
     }
     int drop = 0;
     while (drop < past.size() && past.get(drop).until() <= horizon) {
@@ -159,12 +234,10 @@ public final class FenceHistory {
     versions -= drop;
     if (past.isEmpty()) {
       byFence.remove(fenceId);
-      return Long.MIN_VALUE;
     }
-    return past.get(0).until();
   }
 
-  /** The fence's past versions, oldest first, for the owner's durable copy. */
+  /** The fence's past versions, oldest first. */
   public List<Version> of(String fenceId) {
     return List.copyOf(byFence.getOrDefault(fenceId, List.of()));
   }

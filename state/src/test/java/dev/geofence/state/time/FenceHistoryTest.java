@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 
 class FenceHistoryTest {
@@ -65,9 +66,7 @@ class FenceHistoryTest {
       }
       if (random.nextBoolean()) {
         horizon = random.nextLong(0, 200);
-        for (String id : model.keySet()) {
-          history.prune(id, horizon);
-        }
+        history.pruneUpTo(horizon);
       }
       long held = 0;
       for (Timeline line : model.values()) {
@@ -125,12 +124,13 @@ class FenceHistoryTest {
     history.superseded("a", new FenceHistory.Version(1, square(0, 0), "acme", 200));
     history.superseded("b", new FenceHistory.Version(0, null, null, 150));
     assertThat(history.versions()).isEqualTo(3);
-    assertThat(history.prune("a", 100)).as("the end of the oldest kept").isEqualTo(200);
+    history.pruneUpTo(100);
     assertThat(history.of("a")).extracting(FenceHistory.Version::seq).containsExactly(1L);
     assertThat(history.versionAt("a", 120).covers(0.5, 0.5, "acme")).isTrue();
     assertThat(history.versionAt("a", 120).covers(0.5, 0.5, "other")).as("tenant scoping").isFalse();
     assertThat(history.changedAfterNear(0.5, 0.5, 120)).containsOnlyKeys("a");
-    assertThat(history.prune("a", 200)).isEqualTo(Long.MIN_VALUE);
+    history.pruneUpTo(200);
+    assertThat(history.of("a")).isEmpty();
     assertThat(history.changedAfterNear(0.5, 0.5, 120)).as("pruned from the spatial index too").isEmpty();
     history.forget("b");
     assertThat(history.versions()).isZero();
@@ -138,6 +138,74 @@ class FenceHistoryTest {
     history.superseded("c", new FenceHistory.Version(1, square(0, 0), null, 300));
     history.forget("c");
     assertThat(history.changedAfterNear(0.5, 0.5, 0)).as("forgotten from the spatial index too").isEmpty();
+  }
+
+  /**
+   * 200 generated runs of versions recorded, pruned, forgotten (a read of the source) and
+   * checkpointed at rising horizons, the durable copy made only of what each checkpoint says to
+   * write and remove, and restored into a new history now and then: after every checkpoint the
+   * copy holds exactly the versions held that end after its horizon, which a restore then holds.
+   */
+  @Test
+  void theDurableCopyHoldsExactlyWhatACheckpointStillNeeds() {
+    SplittableRandom random = new SplittableRandom(18);
+    for (int round = 0; round < 200; round++) {
+      FenceHistory history = new FenceHistory();
+      Map<String, TreeMap<Long, Long>> copy = new HashMap<>();
+      Map<String, Long> lastEnd = new HashMap<>();
+      long horizon = 0;
+      long time = 0;
+      for (int step = 0; step < 60; step++) {
+        int what = random.nextInt(10);
+        String id = "f" + random.nextInt(6);
+        if (what < 5) {
+          time += random.nextInt(4) == 0 ? 0 : random.nextLong(1, 30);
+          long until = Math.max(time, horizon + 1);
+          boolean recorded = history.superseded(id, new FenceHistory.Version(step, null, null, until));
+          assertThat(recorded).isEqualTo(until > lastEnd.getOrDefault(id, Long.MIN_VALUE));
+          if (recorded) {
+            lastEnd.put(id, until);
+          }
+        } else if (what < 7) {
+          horizon += random.nextLong(0, 40);
+          history.pruneUpTo(horizon);
+        } else if (what == 7) {
+          history.forget(id);
+          copy.remove(id);
+          lastEnd.remove(id);
+        } else {
+          horizon += random.nextLong(0, 20);
+          FenceHistory.Checkpoint checkpoint = history.checkpoint(horizon);
+          for (FenceHistory.Kept kept : checkpoint.write()) {
+            copy.computeIfAbsent(kept.fenceId(), f -> new TreeMap<>()).put(kept.version().until(), kept.version().seq());
+          }
+          for (String forgotten : checkpoint.forgetUpToHorizon()) {
+            copy.getOrDefault(forgotten, new TreeMap<>()).headMap(horizon, true).clear();
+          }
+          Map<String, Map<Long, Long>> needed = new HashMap<>();
+          Map<String, Map<Long, Long>> copied = new HashMap<>();
+          for (String f : List.of("f0", "f1", "f2", "f3", "f4", "f5")) {
+            for (FenceHistory.Version v : history.of(f)) {
+              if (v.until() > horizon) {
+                needed.computeIfAbsent(f, x -> new HashMap<>()).put(v.until(), v.seq());
+              }
+            }
+            copy.getOrDefault(f, new TreeMap<>()).forEach((until, seq) -> copied.computeIfAbsent(f, x -> new HashMap<>()).put(until, seq));
+          }
+          assertThat(copied).as("round %d, step %d, checkpoint at %d", round, step, horizon).isEqualTo(needed);
+          if (random.nextInt(3) == 0) {
+            history = new FenceHistory();
+            lastEnd.clear();
+            for (Map.Entry<String, TreeMap<Long, Long>> fence : copy.entrySet()) {
+              for (Map.Entry<Long, Long> v : fence.getValue().entrySet()) {
+                assertThat(history.restored(fence.getKey(), new FenceHistory.Version(v.getValue(), null, null, v.getKey()))).isTrue();
+                lastEnd.put(fence.getKey(), v.getKey());
+              }
+            }
+          }
+        }
+      }
+    }
   }
 
   private static FenceGeometry square(double x, double y) {
