@@ -23,19 +23,15 @@ import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
-import dev.geofence.state.readiness.Rereads;
-import dev.geofence.state.readiness.SourceRead;
 import dev.geofence.state.time.FenceHistory;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.function.LongSupplier;
-import java.util.stream.Collectors;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -64,8 +60,9 @@ import org.slf4j.LoggerFactory;
  * The fence index operator: holds this subtask's fences (input 1, keyed by fence id) and evaluates
  * every location (input 2, broadcast to all subtasks) against them, emitting ENTER and EXIT. It is
  * the Flink wiring of parts that each own one concern: {@link FenceIndexState} lays out its keyed
- * state, {@link Readiness} decides when the index is provably complete, {@link Recovery} does the
- * gap check and rebuilds against the source of truth off the task thread, {@link
+ * state, {@link Readiness} decides when the index is provably complete, {@link RecoverySteps} takes the
+ * steps to a trusted index (gap check, load, rebuild, re-read, retry), {@link Recovery} doing their
+ * work against the source of truth off the task thread, {@link
  * HydrationRecorder} keeps the warm-up's history, {@link EventClock} orders edits and locations in
  * event time, and {@link Evaluation} turns locations into triggers.
  *
@@ -110,12 +107,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Why state checkpointed during a fresh start's read is not trusted when restored. */
   static final String INCOMPLETE_LOAD = "the state was checkpointed while the fresh start's read of the source was under way";
 
-  /** How long to wait before trying an unreachable source of truth again. */
-  static final long RETRY_INTERVAL_MS = 2_000;
-
-  /** How often the task thread takes what the recovery thread has for it, while it works. */
-  static final long RECOVERY_POLL_MS = 10;
-
   /**
    * The default of {@code --max-held-locations}. A ready index holds every location until the fence
    * clock passes its time, about two seconds of locations at the default lags (the clock steps a
@@ -135,9 +126,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
   private static final int MIN_OBJECTS_KEPT = 1024;
-
-  /** Rows of a rebuild applied per poll, so that checkpoints and the stream are not held up. */
-  private static final int ROWS_PER_POLL = 2_000;
 
   /** This operator's own logger (hiding AbstractStreamOperator's), so its phases can be followed. */
   private static final Logger LOG = LoggerFactory.getLogger(FenceIndexOperator.class);
@@ -174,7 +162,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient HydrationRecorder recorder;
   private transient EventClock clock;
   private transient Evaluation evaluation;
-  private transient Recovery recovery;
+  private transient RecoverySteps recovery;
   private transient int maxParallelism;
   private transient KeyGroupRange ownKeyGroups;
   private transient long installedAt;
@@ -187,14 +175,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long editsReceived;
   private transient long restoredLsn;
   private transient long restoredTime;
-  /** Fences whose restored version is of a format this release cannot read. */
-  private transient List<String> unreadable;
-  /** The read of the source under way (a load, a rebuild or a re-read), or null. */
-  private transient SourceRead read;
-  private transient Rereads rereads;
   /** Whether the index has been ready in this attempt: a mismatch after that is one to heal. */
   private transient boolean everReady;
-  private transient boolean recoveryPolling;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this(geometryOptions, geometryFormat, null, null);
@@ -248,14 +230,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new FenceDecoder(geometryOptions, geometryFormat);
     fences = new FenceSet(new FenceIndex());
     history = new FenceHistory();
-    rereads = new Rereads();
     readiness = new Readiness(maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup());
     clock = new EventClock();
     evaluation = new Evaluation(fences, history, state.membership(), this::emit, this::outOfOrder, clock::exitPending,
         maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
-    unreadable = new ArrayList<>();
+    recovery = new RecoverySteps(source, readiness, recorder, fences, getProcessingTimeService(), new ReadInto());
 
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     restoreFromKeyedState(context.isRestored());
@@ -280,8 +261,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (String reason : untrustedState.get()) {
       readiness.distrust(reason);
     }
-    if (!unreadable.isEmpty()) {
-      String reason = unreadable.size() + " restored fences are of a state format this release cannot read (it reads "
+    if (recovery.unreadableCount() > 0) {
+      String reason = recovery.unreadableCount() + " restored fences are of a state format this release cannot read (it reads "
           + StoredFenceSerializer.FORMAT_VERSION + ")";
       readiness.distrust(reason);
       LOG.warn("{}; the index is rebuilt from the source", reason);
@@ -333,7 +314,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     state.readFences(maxParallelism, ownKeyGroups, (id, fence) -> {
       if (fence == StoredFence.UNREADABLE) {
-        unreadable.add(id);
+        recovery.unreadable(id);
       } else {
         stored.add(fence.asSnapshotEdit(id));
       }
@@ -396,12 +377,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // The timers an earlier release set per fence to prune its history: restored so that they fire and are gone.
     getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
-    if (source != null) {
-      recovery = new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
-          ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(),
-          "fence-recovery-" + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
-    }
-    maybeRecover();
+    recovery.open(source == null ? null : new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
+        ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(),
+        "fence-recovery-" + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask()), restoredLsn);
     // The episode's first row, so that a slow warm-up shows as it goes; a restore's comes with
     // the gap check's verdict.
     if (recorder.phase() != LoadPhase.GAP_CHECK) {
@@ -429,7 +407,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
     getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
-    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(rereads::count));
+    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(recovery::rereadCount));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -465,205 +443,35 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   @Override
   public void close() throws Exception {
-    if (recovery != null) {
-      recovery.close();
-    }
+    recovery.close();
     super.close();
   }
 
-  // ---- recovery: the gap check, rebuilds, retries ------------------------------------------------
+  // ---- recovery: what a read of the source brings -------------------------------------------------
 
-  /**
-   * Starts what stands between this subtask and a trusted index, if anything does and nothing is
-   * under way: a fresh start's load, the gap check of a restore, a rebuild if the index cannot be
-   * trusted.
-   */
-  private void maybeRecover() throws Exception {
-    if (recovery == null || recovery.running() || (readiness.verified() && readiness.distrust() == null)) {
-      return;
+  /** Where the recovery's reads go: applied like the stream's edits, merged by seq. */
+  private final class ReadInto implements RecoverySteps.Index {
+    @Override
+    public void applyRead(FenceChange change, FenceDecoder.Decoded decoded) throws Exception {
+      setCurrentKey(change.kind == FenceChange.Kind.FENCE ? new FenceKey(change.fenceId) : FenceKey.ofBucket(change.bucket));
+      apply(List.of(change), Collections.singletonList(decoded));
     }
-    if (readiness.distrust() != null || readiness.loading()) {
-      recorder.enter(readiness.phase());
-      startRead();
-    } else {
-      recorder.enter(LoadPhase.GAP_CHECK);
-      recovery.checkGap(restoredLsn);
-    }
-    pollRecovery(RECOVERY_POLL_MS);
-  }
 
-  private void pollRecovery(long delayMs) {
-    if (!recoveryPolling) {
-      recoveryPolling = true;
-      getProcessingTimeService().registerTimer(getProcessingTimeService().getCurrentProcessingTime() + delayMs, time -> {
-        recoveryPolling = false;
-        takeRecoveryOutcomes();
-      });
+    @Override
+    public void deleteGone(String fenceId) throws Exception {
+      setCurrentKey(new FenceKey(fenceId));
+      applyCoalesced(CoalescedEdit.of(FenceEdit.delete(fenceId, fences.seqOf(fenceId) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
     }
-  }
 
-  private void takeRecoveryOutcomes() throws Exception {
-    boolean wasReady = readiness.ready();
-    for (Recovery.Outcome outcome : recovery.poll(ROWS_PER_POLL)) {
-      if (outcome instanceof Recovery.Row row) {
-        applyRead(row);
-      } else if (outcome instanceof Recovery.Read done) {
-        finishRead(done);
-      } else if (outcome instanceof Recovery.Checked checked) {
-        gapChecked(checked);
-      } else if (outcome instanceof Recovery.Unreachable unreachable) {
-        if (read != null && !read.ofAll()) {
-          // Tried again after the retry interval, if the buckets are still mismatched.
-          rereads.unreachable(read.buckets(), getProcessingTimeService().getCurrentProcessingTime() + RETRY_INTERVAL_MS);
-          read = null;
-        }
-        if (!readiness.verified() && readiness.distrust() == null) {
-          recorder.episode().gapCheck = "unreachable";
-          recorder.episode().gapReason = unreachable.reason();
-        }
-        LOG.warn("The fence database at {} is unreachable ({}); the index is not ready, trying again in {} ms",
-            source.jdbcUrl(), unreachable.reason(), RETRY_INTERVAL_MS);
-        recorder.record();
-        getProcessingTimeService().registerTimer(
-            getProcessingTimeService().getCurrentProcessingTime() + RETRY_INTERVAL_MS, time -> maybeRecover());
-      }
+    @Override
+    public void removeUnreadable(String fenceId) throws Exception {
+      state.removeFence(fenceId);
     }
-    maybeRecover();
-    if (recovery.running()) {
-      pollRecovery(RECOVERY_POLL_MS);
-    }
-    recorder.update();
-    if (!wasReady && readiness.ready()) {
+
+    @Override
+    public void ready() throws Exception {
       release();
     }
-  }
-
-  private void gapChecked(Recovery.Checked checked) throws Exception {
-    HydrationEpisode episode = recorder.episode();
-    if (checked.target() == null) {
-      readiness.distrust(checked.result().reason());
-      episode.gapCheck = "gap";
-      episode.gapReason = checked.result().reason();
-      LOG.warn("Gap check failed, the restored fences cannot be trusted and are rebuilt from the source: {}", checked.result().reason());
-      recorder.record();
-      return;
-    }
-    // Either way the versions prove it; with the slot ahead, they alone can.
-    readiness.coveredUpTo(checked.target().lsn(), checked.target().bucketVersions());
-    episode.gapCheck = "covered";
-    episode.gapReason = checked.result().slotAhead()
-        ? checked.result().reason() + "; proven by the bucket versions at " + Lsn.format(checked.target().lsn()) : null;
-    LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", checked.result().reason(), Lsn.format(checked.target().lsn()),
-        checked.target().fenceCount(), checked.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
-    recorder.record();
-    if (readiness.proveVersionsOnceCaughtUp()) {
-      distrusted();
-    }
-  }
-
-  /** The index became untrusted: said, recorded, and a rebuild started. */
-  private void distrusted() throws Exception {
-    recorder.distrusted(readiness.distrust());
-    LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", readiness.distrust());
-    maybeRecover();
-  }
-
-  /** A read of this subtask's buckets from the source: a fresh start's load, or a rebuild. */
-  private void startRead() throws Exception {
-    for (String id : unreadable) {
-      state.removeFence(id);
-    }
-    read = SourceRead.ofAllBuckets();
-    if (readiness.loading()) {
-      recovery.initialRead();
-    } else {
-      recovery.rebuild();
-    }
-  }
-
-  /** A row of a read, merged with whatever the stream delivers by seq like any other edit. */
-  private void applyRead(Recovery.Row row) throws Exception {
-    FenceChange change = row.change();
-    if (change.kind == FenceChange.Kind.FENCE) {
-      read.read(change.fenceId);
-      setCurrentKey(new FenceKey(change.fenceId));
-    } else {
-      setCurrentKey(FenceKey.ofBucket(change.bucket));
-      readiness.versions().known(change.bucket, change.seq);
-    }
-    apply(List.of(change), Collections.singletonList(row.decoded()));
-  }
-
-  /**
-   * The read is complete: fences held here that the source has no row of at all (and that the
-   * stream did not bring meanwhile) are deleted, and the index is trusted.
-   */
-  private void finishRead(Recovery.Read done) throws Exception {
-    if (!read.ofAll()) {
-      finishReread(done);
-      return;
-    }
-    boolean loaded = readiness.loading();
-    List<String> gone = deleteUnread();
-    unreadable.clear();
-    read = null;
-    readiness.rebuilt(done.result().lsn());
-    LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
-        loaded ? "Loaded" : "Rebuilt", done.result().millis(), done.result().fences(), done.result().tombstones(),
-        Lsn.format(done.result().lsn()), gone.size());
-  }
-
-  /** Deletes the live fences that the read under way shows the source has no row of at all; returns their ids. */
-  private List<String> deleteUnread() throws Exception {
-    List<String> gone = read.gone(fences.liveIds());
-    for (String id : gone) {
-      setCurrentKey(new FenceKey(id));
-      applyCoalesced(CoalescedEdit.of(FenceEdit.delete(id, fences.seqOf(id) + 1, EditOrigin.SNAPSHOT, 0, System.currentTimeMillis())));
-    }
-    return gone;
-  }
-
-  /**
-   * Buckets that stay mismatched once the clock is a heartbeat interval past their fingerprint
-   * (the clock has applied every edit committed before it, so the difference is real: an edit the
-   * stream never carried) are read again from the source, those buckets alone, merged by seq with
-   * what the stream brings meanwhile, as a rebuild reads all of them. Locations wait meanwhile, as
-   * for any bucket that does not match; the re-read is an episode of its own, and counted.
-   */
-  private void maybeReread() {
-    if (recovery == null || recovery.running() || !everReady || readiness.distrust() != null || !readiness.verified()
-        || readiness.fingerprints().ready()) {
-      return;
-    }
-    Rereads.Overdue overdue = rereads.overdue(readiness.fingerprints().unmatchedBuckets(), clock.time(),
-        source.heartbeatInterval().toMillis(), getProcessingTimeService().getCurrentProcessingTime());
-    if (overdue == null) {
-      return;
-    }
-    int[] buckets = overdue.buckets();
-    String which = Arrays.stream(buckets).mapToObj(String::valueOf).collect(Collectors.joining(", "));
-    recorder.rereading((buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + overdue.longestMillis()
-        + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
-    read = SourceRead.ofBuckets(buckets);
-    recovery.reread(buckets);
-    pollRecovery(RECOVERY_POLL_MS);
-  }
-
-  /** A re-read of some buckets is complete: their fences the source no longer has are deleted. */
-  private void finishReread(Recovery.Read done) throws Exception {
-    int[] buckets = read.buckets();
-    List<String> gone = deleteUnread();
-    for (int b : readiness.fingerprints().unmatchedBuckets()) {
-      if (Arrays.binarySearch(buckets, b) >= 0) {
-        // The source's fingerprint disagrees with its own fences: re-read again only at a newer one.
-        LOG.warn("Bucket {} read again from the source still does not match the fingerprint the source keeps for it"
-            + " (fence_bucket_stats written outside the versioning?): locations stay held until it does", b);
-      }
-    }
-    LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone; {} of {} buckets unmatched",
-        buckets.length, done.result().millis(), done.result().fences(), done.result().tombstones(), Lsn.format(done.result().lsn()),
-        gone.size(), readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets());
-    read = null;
   }
 
   // ---- input 1: fence changes, keyed by fence id -------------------------------------------------
@@ -676,14 +484,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       if (change.snapshot) {
         readiness.versions().known(change.bucket, change.seq);
       } else if (readiness.distrust(readiness.versions().streamed(change.bucket, change.seq))) {
-        distrusted();
+        recovery.distrusted();
       }
     }
     if (!change.snapshot) {
       readiness.streamed(change.lsn, change.commitTime);
     }
     if (readiness.proveVersionsOnceCaughtUp()) {
-      distrusted();
+      recovery.distrusted();
     }
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
@@ -701,9 +509,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void receive(FenceChange change) throws Exception {
     if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
       editsReceived++;
-      if (read != null) {
-        read.streamed(change.fenceId);
-      }
+      recovery.streamed(change.fenceId);
     }
     // Queued under the record's key: a fence's id, or a bucket fingerprint's.
     String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
@@ -733,7 +539,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
           state.storeFingerprint(change);
-          rereads.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
+          recovery.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
         }
         if (wasReady && !readiness.ready()) {
           // Usually for a moment (a fingerprint applies on arrival, the edit it counts waits for the
@@ -848,7 +654,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (outcome == EditOutcome.GAP && readiness.distrust(
         "seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit")) {
       // The stream lost an edit: nothing else it delivered can be trusted either.
-      distrusted();
+      recovery.distrusted();
     }
     boolean deleted = edit.kind() == EditKind.DELETE;
     FenceEdit shaping = coalesced.shaping();
@@ -953,7 +759,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
       history.pruneUpTo(historyHorizon());
-      maybeReread();
+      recovery.maybeReread(everReady, clock.time());
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());
@@ -1149,6 +955,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** Whether a gap check or a rebuild is under way. */
   boolean recovering() {
-    return recovery != null && recovery.running();
+    return recovery.running();
   }
 }

@@ -36,10 +36,13 @@ import org.locationtech.jts.io.WKBWriter;
 import org.locationtech.jts.io.WKTReader;
 
 /**
- * The operator's side of the restore protocol against a real PostgreSQL: the gap check retried
- * while the database is unreachable, and a rebuild from the source of truth when the restored state
- * is of a format this release cannot read. The database work runs on the recovery's own thread;
- * the tests move the harness's processing time on until its outcome has been taken.
+ * The operator's side of the restore protocol against a real PostgreSQL ({@link RecoverySteps},
+ * driven through the operator, which applies what they read): the gap check retried while the
+ * database is unreachable, a rebuild from the source of truth when the restored state is of a
+ * format this release cannot read, a checkpoint taken during a fresh start's read, a slot ahead of
+ * the restored position, a re-read the source did not answer. The database work runs on the
+ * recovery's own thread; the tests move the harness's processing time on until its outcome has
+ * been taken.
  */
 class FenceIndexRecoveryTest {
 
@@ -339,7 +342,7 @@ class FenceIndexRecoveryTest {
         assertThat(operator.fences().seqOf("fence-3")).isEqualTo(1);
 
         pg = postgres(port, data);
-        harness.setProcessingTime(harness.getProcessingTime() + FenceIndexOperator.RETRY_INTERVAL_MS);
+        harness.setProcessingTime(harness.getProcessingTime() + RecoverySteps.RETRY_INTERVAL_MS);
         harness.processBothWatermarks(new Watermark(clock + 1_000));
         advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "the bucket read again once the source is back");
         assertThat(operator.fences().seqOf("fence-3")).isEqualTo(2);
@@ -363,7 +366,7 @@ class FenceIndexRecoveryTest {
       if (condition.getAsBoolean()) {
         return true;
       }
-      harness.setProcessingTime(harness.getProcessingTime() + FenceIndexOperator.RECOVERY_POLL_MS);
+      harness.setProcessingTime(harness.getProcessingTime() + RecoverySteps.RECOVERY_POLL_MS);
       return false;
     });
   }
