@@ -6,6 +6,7 @@
 #   BACKEND  the job's state backend (rocksdb unless set)
 #   JAR  the job jar (job/target/geofence-job.jar unless set)   JVM_OPTS  the JVM's options besides -Xmx
 #        and its GC log (-XX:+UseParallelGC unless set)        N  the fences loaded, for edit
+#   JOB_OPTS  options for every run of the job (e.g. Flink's -Dkey=value), to compare configurations
 # Only processes this shell started are stopped, by their ids: others run the job on this machine too.
 
 # psql as a client over TCP (the password is in PGPASSWORD): it reads the SQL files as this user,
@@ -54,11 +55,11 @@ EOF
 run() {  # run PARALLELISM LOCATIONS [options...]
   local p=$1 loc=$2; shift 2
   # A GC log per JVM (the launcher's and the job's): the heap left after each collection, for gc_peak.
-  # shellcheck disable=SC2086 # JVM_OPTS: options, split as the shell splits words
+  # shellcheck disable=SC2086 # JVM_OPTS, JOB_OPTS: options, split as the shell splits words
   java -Xmx"$HEAP" ${JVM_OPTS:--XX:+UseParallelGC} -Xlog:gc:file="$WORK/gc-%p.log":time -jar "${JAR:-job/target/geofence-job.jar}" run \
     --source-url "jdbc:postgresql://127.0.0.1:$PORT/bench" --source-user postgres --locations "$loc" \
     --parallelism "$p" --state-backend "${BACKEND:-rocksdb}" --checkpoint-dir "file://$WORK/cp" --rest-port "$REST" \
-    --checkpoint-interval 10s -Dprocess.working-dir="$WORK/tmp" "$@" >> "$WORK/job.log" 2>&1 &
+    --checkpoint-interval 10s -Dprocess.working-dir="$WORK/tmp" ${JOB_OPTS:-} "$@" >> "$WORK/job.log" 2>&1 &
   JOB_PID=$!
 }
 alive() {  # alive PID: running (a zombie is not)
