@@ -391,7 +391,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   }
 
   private void registerMetrics() {
-    getMetricGroup().gauge(FenceIndexMetrics.FENCES_LOADED, () -> fences.checksum().count());
+    getMetricGroup().gauge(FenceIndexMetrics.FENCES_LOADED, () -> fences.liveCount());
     getMetricGroup().gauge(FenceIndexMetrics.FENCES_EXPECTED, () -> readiness.fingerprints().expectedFences());
     getMetricGroup().gauge(FenceIndexMetrics.COMPLETENESS, () -> readiness.fingerprints().completeness());
     getMetricGroup().gauge(FenceIndexMetrics.INDEX_READY, () -> readiness.ready() ? 1 : 0);

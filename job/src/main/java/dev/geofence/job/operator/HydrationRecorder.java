@@ -82,7 +82,7 @@ final class HydrationRecorder {
       return;
     }
     LOG.info("Fence index phase {} -> {} after {} ms: {} fences loaded of {} expected, {} of {} buckets unmatched, stream at {}, {} edits replayed",
-        phase, next, now - phaseSince, fences.checksum().count(), readiness.fingerprints().expectedFences(),
+        phase, next, now - phaseSince, fences.liveCount(), readiness.fingerprints().expectedFences(),
         readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets(), Lsn.format(readiness.streamLsn()),
         editsReceived.getAsLong() - editsBefore);
     if (next == LoadPhase.READY) {
@@ -139,7 +139,7 @@ final class HydrationRecorder {
   void record() {
     episode.editsReplayed = editsReceived.getAsLong() - editsBefore;
     episode.editsCoalesced = fences.coalescedAwayCount() - coalescedBefore;
-    episode.fencesLoaded = fences.checksum().count();
+    episode.fencesLoaded = fences.liveCount();
     episode.fencesExpected = readiness.fingerprints().expectedFences();
     episode.checksumMatch = readiness.fingerprints().ready();
     long peak = 0;

@@ -1,6 +1,5 @@
 package dev.geofence.state.edit;
 
-import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.index.FenceIndex;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -11,7 +10,9 @@ import java.util.Objects;
 /**
  * A subtask's fences as the edit semantics define them: the stored version of every fence it has
  * seen (live, or a tombstone after a delete), the spatial index of the live geometries, and the
- * checksum over the live versions, all changed together by {@link #apply}.
+ * number of live fences, all changed together by {@link #apply}. Whether they are the source's
+ * fences at the source's versions is for the buckets' fingerprints to say ({@code
+ * BucketFingerprints}, fed by the caller): a second checksum here would hash every fence again.
  *
  * <p>Against the stored seq (0 for a fence never seen), an edit with {@code seq <= stored} is a
  * duplicate or stale and changes nothing; a higher one is applied, and in the stream it is a
@@ -26,7 +27,7 @@ public final class FenceSet {
   /** Stored seq per fence; negated for a tombstone (seqs start at 1, so the sign is free). */
   private final Map<String, Long> versions = new HashMap<>();
   private final FenceIndex index;
-  private final FenceChecksum checksum = new FenceChecksum();
+  private long live;
 
   private long applied;
   private long duplicates;
@@ -64,7 +65,7 @@ public final class FenceSet {
     }
     boolean wasLive = stored != null && stored > 0;
     if (wasLive) {
-      checksum.remove(id, storedSeq);
+      live--;
     }
     // A refused upsert leaves the geometry in force: the stored one, or that of an upsert or
     // delete coalesced into the same batch and newer than the stored version.
@@ -80,7 +81,7 @@ public final class FenceSet {
       versions.put(id, -edit.seq());
     } else {
       versions.put(id, edit.seq());
-      checksum.add(id, edit.seq());
+      live++;
     }
     return outcome;
   }
@@ -126,9 +127,9 @@ public final class FenceSet {
     return index;
   }
 
-  /** Count and checksum over the live fences, comparable with the source's {@code fence_stats}. */
-  public FenceChecksum checksum() {
-    return checksum;
+  /** The number of live fences (refused geometries included: they exist at the source). */
+  public long liveCount() {
+    return live;
   }
 
   public long appliedCount() {
