@@ -162,7 +162,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient HydrationRecorder recorder;
   private transient EventClock clock;
   private transient Evaluation evaluation;
-  private transient RecoverySteps recovery;
+  private transient RecoverySteps recoverySteps;
   private transient int maxParallelism;
   private transient KeyGroupRange ownKeyGroups;
   private transient long installedAt;
@@ -236,7 +236,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         maxParallelism, ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(describeStart(context), readiness, fences, () -> editsReceived,
         episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
-    recovery = new RecoverySteps(source, readiness, recorder, fences, getProcessingTimeService(), new ReadInto());
+    recoverySteps = new RecoverySteps(source, readiness, recorder, fences, getProcessingTimeService(), new ReadInto());
 
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     restoreFromKeyedState(context.isRestored());
@@ -261,8 +261,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (String reason : untrustedState.get()) {
       readiness.distrust(reason);
     }
-    if (recovery.unreadableCount() > 0) {
-      String reason = recovery.unreadableCount() + " restored fences are of a state format this release cannot read (it reads "
+    if (recoverySteps.unreadableCount() > 0) {
+      String reason = recoverySteps.unreadableCount() + " restored fences are of a state format this release cannot read (it reads "
           + StoredFenceSerializer.FORMAT_VERSION + ")";
       readiness.distrust(reason);
       LOG.warn("{}; the index is rebuilt from the source", reason);
@@ -314,7 +314,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     state.readFences(maxParallelism, ownKeyGroups, (id, fence) -> {
       if (fence == StoredFence.UNREADABLE) {
-        recovery.unreadable(id);
+        recoverySteps.unreadable(id);
       } else {
         stored.add(fence.asSnapshotEdit(id));
       }
@@ -377,7 +377,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // The timers an earlier release set per fence to prune its history: restored so that they fire and are gone.
     getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     registerMetrics();
-    recovery.open(source == null ? null : new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
+    recoverySteps.open(source == null ? null : new Recovery(source, new FenceDecoder(geometryOptions, geometryFormat), maxParallelism,
         ownKeyGroups.getStartKeyGroup(), ownKeyGroups.getEndKeyGroup(),
         "fence-recovery-" + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask()), restoredLsn);
     // The episode's first row, so that a slow warm-up shows as it goes; a restore's comes with
@@ -407,7 +407,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
     getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
-    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(recovery::rereadCount));
+    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(recoverySteps::rereadCount));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -443,7 +443,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   @Override
   public void close() throws Exception {
-    recovery.close();
+    recoverySteps.close();
     super.close();
   }
 
@@ -484,14 +484,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       if (change.snapshot) {
         readiness.versions().known(change.bucket, change.seq);
       } else if (readiness.distrust(readiness.versions().streamed(change.bucket, change.seq))) {
-        recovery.distrusted();
+        recoverySteps.distrusted();
       }
     }
     if (!change.snapshot) {
       readiness.streamed(change.lsn, change.commitTime);
     }
     if (readiness.proveVersionsOnceCaughtUp()) {
-      recovery.distrusted();
+      recoverySteps.distrusted();
     }
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
       // Keyed like key group change.bucket: this subtask's record of how far the stream has got.
@@ -509,7 +509,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private void receive(FenceChange change) throws Exception {
     if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
       editsReceived++;
-      recovery.streamed(change.fenceId);
+      recoverySteps.streamed(change.fenceId);
     }
     // Queued under the record's key: a fence's id, or a bucket fingerprint's.
     String key = change.kind == FenceChange.Kind.BUCKET_STATS ? FenceKey.ofBucket(change.bucket).id : change.fenceId;
@@ -539,7 +539,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
           state.storeFingerprint(change);
-          recovery.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
+          recoverySteps.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
         }
         if (wasReady && !readiness.ready()) {
           // Usually for a moment (a fingerprint applies on arrival, the edit it counts waits for the
@@ -654,7 +654,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (outcome == EditOutcome.GAP && readiness.distrust(
         "seq gap on fence " + edit.fenceId() + ": seq " + edit.seq() + " arrived after " + storedSeq + ", the change stream lost an edit")) {
       // The stream lost an edit: nothing else it delivered can be trusted either.
-      recovery.distrusted();
+      recoverySteps.distrusted();
     }
     boolean deleted = edit.kind() == EditKind.DELETE;
     FenceEdit shaping = coalesced.shaping();
@@ -759,7 +759,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
       history.pruneUpTo(historyHorizon());
-      recovery.maybeReread(everReady, clock.time());
+      recoverySteps.maybeReread(everReady, clock.time());
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.newestByObject().size() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());
@@ -955,6 +955,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** Whether a gap check or a rebuild is under way. */
   boolean recovering() {
-    return recovery.running();
+    return recoverySteps.running();
   }
 }
