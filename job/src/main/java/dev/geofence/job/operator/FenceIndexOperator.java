@@ -312,11 +312,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (restored) {
       recorder.enter(LoadPhase.RESTORING);
     }
-    state.readFences(maxParallelism, ownKeyGroups, (id, fence) -> {
+    // Each fence counts in the fingerprint of the bucket it is stored in, which the read knows:
+    // hashing its id again would cost an MD5 per fence, and where it is stored is what this
+    // subtask answers for.
+    state.readFences(maxParallelism, ownKeyGroups, (bucket, id, fence) -> {
       if (fence == StoredFence.UNREADABLE) {
         recoverySteps.unreadable(id);
       } else {
         stored.add(fence.asSnapshotEdit(id));
+        if (!fence.deleted) {
+          readiness.fingerprints().add(bucket, id, fence.seq);
+        }
       }
     });
     if (restored) {
@@ -326,9 +332,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     for (FenceEdit edit : stored) {
       readiness.streamed(edit.commitLsn(), edit.commitTimeMillis());
       fences.apply(edit);
-      if (edit.kind() != EditKind.DELETE) {
-        readiness.fingerprints().add(edit.fenceId(), edit.seq());
-      }
     }
     state.readTheRest(new FenceIndexState.Restored() {
       @Override

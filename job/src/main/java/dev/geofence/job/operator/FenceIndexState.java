@@ -124,9 +124,12 @@ public final class FenceIndexState {
     void pendingExit(String fenceId, long time);
   }
 
-  /** A fence's stored version, as a restore reads it ({@link StoredFence#UNREADABLE} for one of an unknown format). */
+  /**
+   * A fence's stored version, as a restore reads it ({@link StoredFence#UNREADABLE} for one of an
+   * unknown format), with the bucket it is stored in.
+   */
   interface StoredFenceConsumer {
-    void accept(String fenceId, StoredFence stored) throws Exception;
+    void accept(int bucket, String fenceId, StoredFence stored) throws Exception;
   }
 
   private final KeyedStateBackend<FenceKey> backend;
@@ -180,7 +183,7 @@ public final class FenceIndexState {
       if (FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup())) {
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
         for (Map.Entry<String, StoredFence> stored : fences.entries()) {
-          consumer.accept(stored.getKey(), stored.getValue());
+          consumer.accept(bucket, stored.getKey(), stored.getValue());
         }
       }
     }
@@ -195,7 +198,7 @@ public final class FenceIndexState {
       if (stored.getValue() != StoredFence.UNREADABLE) {
         store(stored.getKey(), stored.getValue());
       }
-      consumer.accept(stored.getKey(), stored.getValue());
+      consumer.accept(FenceBuckets.of(stored.getKey()), stored.getKey(), stored.getValue());
     }
   }
 

@@ -118,8 +118,9 @@ class FenceIndexStateTest {
         harness.initializeState(AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask));
         FenceIndexState state = state(harness);
         KeyGroupRange own = KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(128, 2, subtask);
-        state.readFences(128, own, (id, stored) -> {
-          assertThat(FenceBuckets.inKeyGroups(FenceBuckets.of(id), 128, own.getStartKeyGroup(), own.getEndKeyGroup()))
+        state.readFences(128, own, (bucket, id, stored) -> {
+          assertThat(bucket).as("fence %s read from its own bucket", id).isEqualTo(FenceBuckets.of(id));
+          assertThat(FenceBuckets.inKeyGroups(bucket, 128, own.getStartKeyGroup(), own.getEndKeyGroup()))
               .as("fence %s read by the subtask owning its bucket", id).isTrue();
           assertThat(read.put(id, stored.seq)).as("fence %s read once", id).isNull();
         });

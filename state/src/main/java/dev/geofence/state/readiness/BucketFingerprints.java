@@ -50,7 +50,14 @@ public final class BucketFingerprints {
 
   /** A live fence version now held. */
   public void add(String fenceId, long seq) {
-    int b = FenceBuckets.of(fenceId);
+    add(FenceBuckets.of(fenceId), fenceId, seq);
+  }
+
+  /**
+   * A live fence version now held, counted in bucket {@code b}: the bucket a restore read it from
+   * (the job stores every fence in the bucket of its id), so that its id is not hashed again.
+   */
+  public void add(int b, String fenceId, long seq) {
     count[b]++;
     checksum[b] ^= FenceChecksum.hash(fenceId, seq);
     loaded++;
