@@ -17,6 +17,7 @@ sql() { $PSQL -d bench -c "$1"; }
 now_ms() { date +%s%3N; }
 MARK=0
 JOB_PID=
+. bench/pg-cpu.sh
 
 # Starts the PostGIS on DATA and PORT and builds the job jar.
 start_postgis_and_build() {
@@ -118,23 +119,6 @@ steady_heap() {  # used heap right after a full GC, bytes
   jcmd "$pid" GC.run >/dev/null
   # Parallel GC's young and old generations (Metaspace is not heap): 0 under another JVM_OPTS collector.
   jcmd "$pid" GC.heap_info | python3 -c "import re,sys; print(1024 * sum(int(u) for u in re.findall(r'(?m)^\s*(?:PSYoungGen|ParOldGen)\s+total \d+K, used (\d+)K', sys.stdin.read())))"
-}
-pg_cpu_s() {  # CPU seconds of the bench PostgreSQL: the postmaster, its live backends, and those reaped
-  python3 - "$(head -1 "$DATA/postmaster.pid")" <<'PY'
-import os, sys
-pm, total = sys.argv[1], 0
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-        stat = open(f'/proc/{pid}/stat').read()
-    except OSError:
-        continue
-    f = stat[stat.rindex(')') + 2:].split()
-    if pid == pm:
-        total += sum(int(x) for x in f[11:15])
-    elif f[1] == pm:
-        total += int(f[11]) + int(f[12])
-print(total / os.sysconf('SC_CLK_TCK'))
-PY
 }
 jvm_cpu_s() {  # CPU seconds of a process, every thread
   python3 -c "import os; f = open('/proc/$1/stat').read().rsplit(')', 1)[1].split(); print((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK'))"
