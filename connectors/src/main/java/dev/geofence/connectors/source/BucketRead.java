@@ -6,6 +6,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.readiness.Lsn;
+import java.io.IOException;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -13,8 +14,14 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
+import org.apache.flink.core.memory.DataOutputSerializer;
+import org.apache.flink.types.StringValue;
 
 /**
  * Reads one subtask's share of the source of truth for a rebuild: the live fences, the tombstones
@@ -27,6 +34,14 @@ import java.util.function.Consumer;
  * (a tombstone is a delete of its seq, timed at its {@code deleted_at}), so the operator merges them
  * with the live stream by seq like any other edit. A bucket fingerprint carries its row version in
  * {@code seq}.
+ *
+ * <p>Fences and tombstones come out in the order the job's keyed state keeps them on RocksDB: key
+ * group by key group ({@code bucket mod max-parallelism}), each key group's buckets in ascending
+ * order, a bucket's rows by the bytes of their ids as Flink's string serializer writes them (the
+ * job's map key; a fence's tombstone before its re-created row). A load written in that order flushes files that do not overlap, which RocksDB
+ * moves down its levels without rewriting them, where rows in the table's order had it compact the
+ * whole load again (README "Performance"). Buckets are read {@value #BUCKETS_PER_QUERY} to a query
+ * in that order, and a query's rows (that share of the table) are held to sort them.
  */
 public final class BucketRead {
 
@@ -37,6 +52,11 @@ public final class BucketRead {
   public record Result(long lsn, long fences, long tombstones, long millis) {}
 
   private static final int FETCH_SIZE = 2000;
+  /** Buckets per query: few queries, and few rows held at once to be put in order. */
+  static final int BUCKETS_PER_QUERY = 32;
+  /** The order of a bucket's rows in the job's state: by key, then a tombstone before the live row of its id. */
+  private static final Comparator<Keyed> STATE_ORDER = ((Comparator<Keyed>) (a, b) -> Arrays.compareUnsigned(a.key, b.key))
+      .thenComparing(k -> !k.change.delete);
 
   private BucketRead() {}
 
@@ -49,12 +69,16 @@ public final class BucketRead {
     return read(db, columns, ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd), out);
   }
 
-  /** Reads the given buckets as {@link #read(Connection, FenceTableColumns, int, int, int, Consumer)} reads a subtask's. */
+  /**
+   * Reads the given buckets as {@link #read(Connection, FenceTableColumns, int, int, int, Consumer)}
+   * reads a subtask's, in ascending order.
+   */
   public static Result readBuckets(Connection db, FenceTableColumns columns, int[] buckets, Consumer<FenceChange> out)
       throws SQLException {
-    return read(db, columns, java.util.Arrays.stream(buckets).boxed().toArray(Integer[]::new), out);
+    return read(db, columns, Arrays.stream(buckets).sorted().boxed().toArray(Integer[]::new), out);
   }
 
+  /** Reads {@code bucketIds}, which are in the order the rows are to come out in. */
   private static Result read(Connection db, FenceTableColumns columns, Integer[] bucketIds, Consumer<FenceChange> out)
       throws SQLException {
     long started = System.nanoTime();
@@ -71,14 +95,15 @@ public final class BucketRead {
         r.next();
         lsn = Lsn.parse(r.getString(1));
       }
-      Array buckets = db.createArrayOf("int4", bucketIds);
-      // Tombstones first: of a fence deleted and re-created, the delete then reaches a reader that
-      // held the fence before both (its objects EXIT), and the re-creation follows it by seq.
-      long tombstones = readTombstones(db, columns, buckets, out);
-      long fences = readFences(db, columns, buckets, out);
-      readFingerprints(db, columns, buckets, out);
+      long[] counts = new long[2];
+      FencesQuery fences = fencesQuery(db, columns);
+      for (int from = 0; from < bucketIds.length; from += BUCKETS_PER_QUERY) {
+        Integer[] chunk = Arrays.copyOfRange(bucketIds, from, Math.min(bucketIds.length, from + BUCKETS_PER_QUERY));
+        readChunk(db, columns, fences, chunk, counts, out);
+      }
+      readFingerprints(db, columns, db.createArrayOf("int4", bucketIds), out);
       db.commit();
-      return new Result(lsn, fences, tombstones, (System.nanoTime() - started) / 1_000_000);
+      return new Result(lsn, counts[0], counts[1], (System.nanoTime() - started) / 1_000_000);
     } catch (SQLException e) {
       db.rollback();
       throw e;
@@ -88,17 +113,96 @@ public final class BucketRead {
     }
   }
 
+  /** The buckets of key groups {@code [keyGroupStart, keyGroupEnd]}, key group by key group, each's in ascending order. */
   static Integer[] ownedBuckets(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
+    FenceBuckets.checkMaxParallelism(maxParallelism);
     List<Integer> owned = new ArrayList<>();
-    for (int b = 0; b < FenceBuckets.COUNT; b++) {
-      if (FenceBuckets.inKeyGroups(b, maxParallelism, keyGroupStart, keyGroupEnd)) {
+    for (int group = keyGroupStart; group <= keyGroupEnd; group++) {
+      for (int b = group; b < FenceBuckets.COUNT; b += maxParallelism) {
         owned.add(b);
       }
     }
     return owned.toArray(new Integer[0]);
   }
 
-  private static long readFences(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
+  /** A row and its fence id's bytes as the job's state keys it. */
+  private record Keyed(byte[] key, FenceChange change) {
+    Keyed(FenceChange change) throws SQLException {
+      this(stateKey(change.fenceId), change);
+    }
+  }
+
+  private static byte[] stateKey(String fenceId) throws SQLException {
+    DataOutputSerializer bytes = new DataOutputSerializer(2 * fenceId.length() + 4);
+    try {
+      StringValue.writeString(fenceId, bytes);
+    } catch (IOException e) {
+      throw new SQLException("fence id " + fenceId + " cannot be written as a key", e);
+    }
+    return bytes.getCopyOfBuffer();
+  }
+
+  /** The query of a chunk's live fences (id, seq, geometry, tenant, bucket), and whether its geometry is bytes. */
+  private record FencesQuery(String sql, boolean binary) {}
+
+  /**
+   * Reads the fences and tombstones of a few buckets, and hands them out bucket by bucket in
+   * {@code chunk}'s order, each bucket's in {@link #STATE_ORDER}. Counts live fences in {@code
+   * counts[0]}, tombstones in {@code counts[1]}.
+   */
+  private static void readChunk(Connection db, FenceTableColumns c, FencesQuery fences, Integer[] chunk, long[] counts,
+      Consumer<FenceChange> out) throws SQLException {
+    Array buckets = db.createArrayOf("int4", chunk);
+    Map<Integer, List<Keyed>> byBucket = new HashMap<>();
+    // A bucket's tombstones wait for its fences: of a fence deleted and re-created, the delete then
+    // reaches a reader that held the fence before both (its objects EXIT), and the re-creation
+    // follows it by seq.
+    String tombstones = "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint, fence_bucket(id) FROM "
+        + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
+    try (PreparedStatement s = db.prepareStatement(tombstones)) {
+      s.setArray(1, buckets);
+      s.setFetchSize(FETCH_SIZE);
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+          change.fenceId = r.getString(1);
+          change.seq = r.getLong(2);
+          change.delete = true;
+          change.commitTime = r.getLong(3);
+          byBucket.computeIfAbsent(r.getInt(4), b -> new ArrayList<>()).add(new Keyed(change));
+          counts[1]++;
+        }
+      }
+    }
+    try (PreparedStatement s = db.prepareStatement(fences.sql())) {
+      s.setArray(1, buckets);
+      s.setFetchSize(FETCH_SIZE);
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+          change.fenceId = r.getString(1);
+          change.seq = r.getLong(2);
+          if (fences.binary()) {
+            change.geometryBytes = r.getBytes(3);
+          } else {
+            change.geometryText = r.getString(3);
+          }
+          change.tenant = r.getString(4);
+          byBucket.computeIfAbsent(r.getInt(5), b -> new ArrayList<>()).add(new Keyed(change));
+          counts[0]++;
+        }
+      }
+    }
+    for (Integer bucket : chunk) {
+      List<Keyed> rows = byBucket.remove(bucket);
+      if (rows != null) {
+        rows.sort(STATE_ORDER);
+        rows.forEach(row -> out.accept(row.change));
+      }
+    }
+  }
+
+  private static FencesQuery fencesQuery(Connection db, FenceTableColumns c) throws SQLException {
     String geometryType = null;
     boolean hasTenant = false;
     try (PreparedStatement s = db.prepareStatement("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
@@ -128,52 +232,9 @@ public final class BucketRead {
     }
     // As in the change stream: a table without the tenant column has no tenants.
     String tenant = hasTenant ? quote(c.tenant()) + "::text" : "NULL";
-    String sql = "SELECT " + quote(c.id()) + "::text, " + quote(c.seq()) + ", " + geometry + ", " + tenant
-        + " FROM " + c.qualified(c.fencesTable())
-        + " WHERE fence_bucket(" + quote(c.id()) + "::text) = ANY(?)";
-    long n = 0;
-    try (PreparedStatement s = db.prepareStatement(sql)) {
-      s.setArray(1, buckets);
-      s.setFetchSize(FETCH_SIZE);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-          change.fenceId = r.getString(1);
-          change.seq = r.getLong(2);
-          if (binary) {
-            change.geometryBytes = r.getBytes(3);
-          } else {
-            change.geometryText = r.getString(3);
-          }
-          change.tenant = r.getString(4);
-          out.accept(change);
-          n++;
-        }
-      }
-    }
-    return n;
-  }
-
-  private static long readTombstones(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
-    String sql = "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint FROM "
-        + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
-    long n = 0;
-    try (PreparedStatement s = db.prepareStatement(sql)) {
-      s.setArray(1, buckets);
-      s.setFetchSize(FETCH_SIZE);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-          change.fenceId = r.getString(1);
-          change.seq = r.getLong(2);
-          change.delete = true;
-          change.commitTime = r.getLong(3);
-          out.accept(change);
-          n++;
-        }
-      }
-    }
-    return n;
+    String id = quote(c.id()) + "::text";
+    return new FencesQuery("SELECT " + id + ", " + quote(c.seq()) + ", " + geometry + ", " + tenant + ", fence_bucket(" + id + ")"
+        + " FROM " + c.qualified(c.fencesTable()) + " WHERE fence_bucket(" + id + ") = ANY(?)", binary);
   }
 
   private static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
