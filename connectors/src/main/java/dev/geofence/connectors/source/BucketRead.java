@@ -125,6 +125,27 @@ public final class BucketRead {
     return owned.toArray(new Integer[0]);
   }
 
+  /** A row of a result set, taken. */
+  private interface RowReader {
+    void read(ResultSet row) throws SQLException;
+  }
+
+  /** Runs {@code sql} with the buckets as its one parameter and reads its rows: how many. */
+  private static long query(Connection db, String sql, Array buckets, RowReader reader) throws SQLException {
+    long n = 0;
+    try (PreparedStatement s = db.prepareStatement(sql)) {
+      s.setArray(1, buckets);
+      s.setFetchSize(FETCH_SIZE);
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          reader.read(r);
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+
   /** A row and its fence id's bytes as the job's state keys it. */
   private record Keyed(byte[] key, FenceChange change) {
     Keyed(FenceChange change) throws SQLException {
@@ -159,40 +180,26 @@ public final class BucketRead {
     // follows it by seq.
     String tombstones = "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint, fence_bucket(id) FROM "
         + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
-    try (PreparedStatement s = db.prepareStatement(tombstones)) {
-      s.setArray(1, buckets);
-      s.setFetchSize(FETCH_SIZE);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-          change.fenceId = r.getString(1);
-          change.seq = r.getLong(2);
-          change.delete = true;
-          change.commitTime = r.getLong(3);
-          byBucket.computeIfAbsent(r.getInt(4), b -> new ArrayList<>()).add(new Keyed(change));
-          counts[1]++;
-        }
+    counts[1] += query(db, tombstones, buckets, r -> {
+      FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+      change.fenceId = r.getString(1);
+      change.seq = r.getLong(2);
+      change.delete = true;
+      change.commitTime = r.getLong(3);
+      byBucket.computeIfAbsent(r.getInt(4), b -> new ArrayList<>()).add(new Keyed(change));
+    });
+    counts[0] += query(db, fences.sql(), buckets, r -> {
+      FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+      change.fenceId = r.getString(1);
+      change.seq = r.getLong(2);
+      if (fences.binary()) {
+        change.geometryBytes = r.getBytes(3);
+      } else {
+        change.geometryText = r.getString(3);
       }
-    }
-    try (PreparedStatement s = db.prepareStatement(fences.sql())) {
-      s.setArray(1, buckets);
-      s.setFetchSize(FETCH_SIZE);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-          change.fenceId = r.getString(1);
-          change.seq = r.getLong(2);
-          if (fences.binary()) {
-            change.geometryBytes = r.getBytes(3);
-          } else {
-            change.geometryText = r.getString(3);
-          }
-          change.tenant = r.getString(4);
-          byBucket.computeIfAbsent(r.getInt(5), b -> new ArrayList<>()).add(new Keyed(change));
-          counts[0]++;
-        }
-      }
-    }
+      change.tenant = r.getString(4);
+      byBucket.computeIfAbsent(r.getInt(5), b -> new ArrayList<>()).add(new Keyed(change));
+    });
     for (Integer bucket : chunk) {
       List<Keyed> rows = byBucket.remove(bucket);
       if (rows != null) {
@@ -240,19 +247,14 @@ public final class BucketRead {
   private static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
     String sql = "SELECT bucket, fence_count, checksum, version FROM " + c.qualified(c.bucketStatsTable())
         + " WHERE bucket = ANY(?)";
-    try (PreparedStatement s = db.prepareStatement(sql)) {
-      s.setArray(1, buckets);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          FenceChange change = snapshotChange(FenceChange.Kind.BUCKET_STATS);
-          change.bucket = r.getInt(1);
-          change.fenceCount = r.getLong(2);
-          change.checksum = r.getLong(3);
-          change.seq = r.getLong(4);
-          out.accept(change);
-        }
-      }
-    }
+    query(db, sql, buckets, r -> {
+      FenceChange change = snapshotChange(FenceChange.Kind.BUCKET_STATS);
+      change.bucket = r.getInt(1);
+      change.fenceCount = r.getLong(2);
+      change.checksum = r.getLong(3);
+      change.seq = r.getLong(4);
+      out.accept(change);
+    });
   }
 
   private static FenceChange snapshotChange(FenceChange.Kind kind) {
