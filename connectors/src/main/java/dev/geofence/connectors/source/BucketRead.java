@@ -38,10 +38,11 @@ import org.apache.flink.types.StringValue;
  * <p>Fences and tombstones come out in the order the job's keyed state keeps them on RocksDB: key
  * group by key group ({@code bucket mod max-parallelism}), each key group's buckets in ascending
  * order, a bucket's rows by the bytes of their ids as Flink's string serializer writes them (the
- * job's map key; a fence's tombstone before its re-created row). A load written in that order flushes files that do not overlap, which RocksDB
- * moves down its levels without rewriting them, where rows in the table's order had it compact the
- * whole load again (README "Performance"). Buckets are read {@value #BUCKETS_PER_QUERY} to a query
- * in that order, and a query's rows (that share of the table) are held to sort them.
+ * job's map key; a fence's tombstone before its re-created row). A load written in that order
+ * flushes files that do not overlap, which RocksDB moves down its levels without rewriting them,
+ * where rows in the table's order had it compact the whole load again (README "Performance").
+ * Buckets are read {@value #BUCKETS_PER_QUERY} to a query in that order, and a query's rows (that
+ * share of the table) are held to sort them.
  */
 public final class BucketRead {
 
@@ -53,7 +54,7 @@ public final class BucketRead {
 
   private static final int FETCH_SIZE = 2000;
   /** Buckets per query: few queries, and few rows held at once to be put in order. */
-  static final int BUCKETS_PER_QUERY = 32;
+  private static final int BUCKETS_PER_QUERY = 32;
   /** The order of a bucket's rows in the job's state: by key, then a tombstone before the live row of its id. */
   private static final Comparator<Keyed> STATE_ORDER = ((Comparator<Keyed>) (a, b) -> Arrays.compareUnsigned(a.key, b.key))
       .thenComparing(k -> !k.change.delete);
@@ -115,13 +116,13 @@ public final class BucketRead {
 
   /** The buckets of key groups {@code [keyGroupStart, keyGroupEnd]}, key group by key group, each's in ascending order. */
   static Integer[] ownedBuckets(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
-    FenceBuckets.checkMaxParallelism(maxParallelism);
     List<Integer> owned = new ArrayList<>();
-    for (int group = keyGroupStart; group <= keyGroupEnd; group++) {
-      for (int b = group; b < FenceBuckets.COUNT; b += maxParallelism) {
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      if (FenceBuckets.inKeyGroups(b, maxParallelism, keyGroupStart, keyGroupEnd)) {
         owned.add(b);
       }
     }
+    owned.sort(Comparator.comparingInt((Integer b) -> FenceBuckets.keyGroup(b, maxParallelism)).thenComparingInt(b -> b));
     return owned.toArray(new Integer[0]);
   }
 
