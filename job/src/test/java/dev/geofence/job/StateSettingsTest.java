@@ -30,6 +30,7 @@ class StateSettingsTest {
     assertThat(config.get(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER)).as("10 min at 10 s").isEqualTo(60);
     assertThat(config.get(StateChangelogOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED)).as("10 min at 10 min").isEqualTo(3);
     assertThat(config.toMap()).containsEntry("state.backend.rocksdb.block.blocksize", "64 kb");
+    assertThat(config.toMap()).containsEntry("state.backend.rocksdb.compression.per.level", "NO_COMPRESSION");
   }
 
   @Test
@@ -61,16 +62,19 @@ class StateSettingsTest {
     Configuration config = applied(options);
     assertThat(config.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("hashmap");
     assertThat(config.getOptional(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).as("not overridden").isEmpty();
-    assertThat(config.toMap()).as("no RocksDB to configure").doesNotContainKey("state.backend.rocksdb.block.blocksize");
+    assertThat(config.toMap()).as("no RocksDB to configure").doesNotContainKey("state.backend.rocksdb.block.blocksize")
+        .doesNotContainKey("state.backend.rocksdb.compression.per.level");
     assertThat(config.getOptional(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE)).isEmpty();
     assertThat(config.toMap()).doesNotContainKey("state.changelog.dstl.dfs.base-path");
   }
 
   @Test
-  void aRocksDbBlockSizeTheUserSetIsKept() {
+  void aRocksDbBlockSizeOrCompressionTheUserSetIsKept() {
     Configuration options = options();
     options.setString("state.backend.rocksdb.block.blocksize", "4kb");
-    assertThat(applied(options).toMap()).doesNotContainKey("state.backend.rocksdb.block.blocksize");
+    options.setString("state.backend.rocksdb.compression.per.level", "LZ4_COMPRESSION");
+    assertThat(applied(options).toMap()).doesNotContainKey("state.backend.rocksdb.block.blocksize")
+        .doesNotContainKey("state.backend.rocksdb.compression.per.level");
   }
 
   @Test

@@ -9,19 +9,29 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
+import java.util.stream.Stream;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.test.junit5.InjectMiniCluster;
 import org.junit.jupiter.api.Test;
+import org.rocksdb.Options;
+import org.rocksdb.RocksDB;
+import org.rocksdb.RocksDBException;
+import org.rocksdb.SstFileReader;
 
 /**
  * Warm starts with real savepoints (stop-with-savepoint, then a restore through the job's
@@ -76,6 +86,54 @@ class WarmStartITCase extends EndToEndFixture {
       assertThat(rows).allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
       assertThat(rows.stream().mapToLong(Episode::editsReplayed).sum()).as("edits replayed: %s", rows).isPositive();
     }
+  }
+
+  /**
+   * A native savepoint (RocksDB's own files, the fast one to restore) catches up like a canonical
+   * one, and its files are as the job writes RocksDB's by default: uncompressed
+   * ({@link StateSettings}; every file RocksDB wrote says its compression in its properties).
+   */
+  @Test
+  void nativeSavepointRestoresAndItsRocksDbFilesAreUncompressed() throws Exception {
+    database("geofence_native_savepoint", 17);
+    placeFences(0, 30);
+    JobClient first = start(2, "rocksdb");
+    moveObjects();
+    assertTriggersAsOracle();
+    String savepoint = first.stopWithSavepoint(false, temp.resolve("native").toUri().toString(), SavepointFormatType.NATIVE).get();
+    awaitSlotReleased();
+    assertThat(compressionOfRocksDbFiles(Path.of(URI.create(savepoint)))).as("the savepoint's RocksDB files, by compression")
+        .containsOnlyKeys("NoCompression");
+
+    placeFences(0, 5);
+    deleteFences(25, 28);
+    JobClient second = start(2, "rocksdb", savepoint);
+    moveObjects();
+    threeWayCheck("native", POINTS);
+    assertTriggersAsOracle();
+    assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
+        .allSatisfy(e -> assertThat(e.gapCheck()).isEqualTo("covered"));
+  }
+
+  /** How many of the RocksDB table files under {@code directory} have each compression. */
+  private static Map<String, Long> compressionOfRocksDbFiles(Path directory) throws Exception {
+    RocksDB.loadLibrary();
+    Map<String, Long> compressions = new TreeMap<>();
+    List<Path> files;
+    try (Stream<Path> walk = Files.walk(directory)) {
+      files = walk.filter(Files::isRegularFile).toList();
+    }
+    for (Path file : files) {
+      // A native savepoint names its files by UUID: a table file is one RocksDB can open as such.
+      try (Options options = new Options(); SstFileReader reader = new SstFileReader(options)) {
+        reader.open(file.toString());
+        compressions.merge(reader.getTableProperties().getCompressionName(), 1L, Long::sum);
+      } catch (RocksDBException notATable) {
+        // MANIFEST, OPTIONS, CURRENT, the savepoint's metadata
+      }
+    }
+    assertThat(compressions).as("table files in %s", directory).isNotEmpty();
+    return compressions;
   }
 
   /**
