@@ -69,14 +69,6 @@ alive() {  # alive PID: running (a zombie is not)
 # The JVM that runs the job: the launcher's child.
 jvm_pid() { pgrep -P "$JOB_PID" -x java | sed -n 1p; }
 json() { curl -sf "localhost:$REST$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
-# Locations out of the location source since the job started, as of the PREVIOUS call. Flink
-# answers metrics from a copy that a request has it fetch (if older than 1 s, the launcher's
-# fetcher interval) after answering, so each answer is as of the request before it: zeros for a job
-# never asked (bench/soak-sample.py too). A count over a window: call at its start, call at its
-# end (the start's count), wait for the fetch to land, call again (the end's count).
-source_records() {  # source_records JOB
-  json "/jobs/$1" "sum(v['metrics']['write-records'] for v in d['vertices'] if v['name'].startswith('Source: Location lines'))"
-}
 job_id() {
   for _ in $(seq 1 120); do
     id=$(json /jobs/overview '[j["jid"] for j in d["jobs"] if j["state"]=="RUNNING"][0]' 2>/dev/null) && { echo "$id"; return; }
