@@ -422,6 +422,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
+    state.writeUnwritten();
     persistHistory();
     pendingLocationsState.update(clock.held());
     clockState.update(List.of(clock.time()));

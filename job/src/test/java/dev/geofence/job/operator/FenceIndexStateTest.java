@@ -11,12 +11,15 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.state.StateInitializationContext;
+import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -76,6 +79,46 @@ class FenceIndexStateTest {
       assertThat(state.storedTenant("b")).isNull();
       state.removeFence("a");
       assertThat(state.storedTenant("a")).isNull();
+    }
+  }
+
+  /**
+   * A fence stored again, removed, or a bucket's fingerprint stored again before the next snapshot
+   * reaches keyed state once, as its newest version; reads in between see that version. Holding
+   * more fences than {@link FenceIndexState#MAX_UNWRITTEN} writes them without a snapshot.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void fencesAndFingerprintsReachKeyedStateAsTheirNewestVersionAtTheNextSnapshot(String backend) throws Exception {
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.open();
+      Holder holder = (Holder) harness.getOperator();
+      FenceIndexState state = holder.state;
+      FenceGeometry square = square();
+      int bucket = FenceBuckets.of("a");
+      for (int seq = 1; seq <= 3; seq++) {
+        state.store("a", StoredFence.of(seq, false, square, "t" + seq, seq));
+        state.storeFingerprint(fingerprint(bucket, seq));
+      }
+      state.store("b", StoredFence.of(1, false, square, "t", 1));
+      state.removeFence("b");
+      assertThat(state.storedTenant("a")).as("the newest, before it is written").isEqualTo("t3");
+      assertThat(state.storedTenant("b")).as("removed, before it is written").isNull();
+      assertThat(holder.stored(bucket, "a")).as("nothing written before the snapshot").isNull();
+      assertThat(holder.fingerprint(bucket)).isNull();
+
+      harness.snapshot(1, 1);
+      assertThat(holder.stored(bucket, "a").seq).isEqualTo(3);
+      assertThat(holder.stored(FenceBuckets.of("b"), "b")).isNull();
+      assertThat(holder.fingerprint(bucket).version()).isEqualTo(3);
+      assertThat(state.storedTenant("a")).as("read back from keyed state").isEqualTo("t3");
+
+      int many = FenceIndexState.MAX_UNWRITTEN + 1;
+      for (int i = 0; i < many; i++) {
+        state.store("f" + i, StoredFence.of(1, true, null, null, i));
+      }
+      assertThat(holder.stored(FenceBuckets.of("f0"), "f0")).as("written once more than the most held back").isNotNull();
+      assertThat(holder.stored(FenceBuckets.of("f" + (many - 1)), "f" + (many - 1))).isNotNull();
     }
   }
 
@@ -199,6 +242,8 @@ class FenceIndexStateTest {
   private static final class Holder extends AbstractStreamOperator<Void> implements OneInputStreamOperator<FenceKey, Void> {
     private final boolean previousLayout;
     transient FenceIndexState state;
+    private transient MapState<String, StoredFence> fences;
+    private transient ValueState<StoredFingerprint> fingerprint;
 
     Holder(boolean previousLayout) {
       this.previousLayout = previousLayout;
@@ -208,6 +253,25 @@ class FenceIndexStateTest {
     public void initializeState(StateInitializationContext context) throws Exception {
       super.initializeState(context);
       state = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(), StoredFenceSerializer.INSTANCE, previousLayout);
+      fences = context.getKeyedStateStore().getMapState(FenceIndexState.fencesStateDescriptor());
+      fingerprint = context.getKeyedStateStore().getState(FenceIndexState.fingerprintStateDescriptor());
+    }
+
+    /** What keyed state itself holds for a fence, read past the state's own methods. */
+    StoredFence stored(int bucket, String fenceId) throws Exception {
+      setCurrentKey(FenceKey.ofBucket(bucket));
+      return fences.get(fenceId);
+    }
+
+    StoredFingerprint fingerprint(int bucket) throws Exception {
+      setCurrentKey(FenceKey.ofBucket(bucket));
+      return fingerprint.value();
+    }
+
+    @Override
+    public void snapshotState(StateSnapshotContext context) throws Exception {
+      super.snapshotState(context);
+      state.writeUnwritten();
     }
 
     @Override
