@@ -12,6 +12,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
 
@@ -59,9 +60,12 @@ final class Evaluation {
   private final int maxParallelism;
   private final int ownStart;
   private final int ownEnd;
-  private final Map<String, Set<String>> fencesByObject = new HashMap<>();
-  /** The time of the newest location evaluated for each object, of those still needed ({@link #forgetOlderThan}). */
-  private final Map<String, Long> newestByObject = new HashMap<>();
+  /**
+   * Each object's presence and the time of its newest location evaluated, in one entry: a
+   * location costs one lookup in a map of every object (a cache miss at 10^5 objects and more),
+   * where a map for each cost three (README "Performance").
+   */
+  private final Map<String, ObjectState> objects = new HashMap<>();
   private final OutOfOrder outOfOrder;
   private final Predicate<String> exitPending;
   private final LocationBatch batch;
@@ -84,9 +88,25 @@ final class Evaluation {
     this.ownEnd = ownEnd;
   }
 
+  /** What is known of an object: the fences it is inside, and the time of its newest location. */
+  private static final class ObjectState {
+    /** The fences the object is inside, or null for none. */
+    Set<String> inside;
+    /** The time of its newest location evaluated, or {@link Long#MIN_VALUE} if forgotten ({@link #forgetOlderThan}). */
+    long newest = Long.MIN_VALUE;
+
+    boolean forgotten() {
+      return inside == null && newest == Long.MIN_VALUE;
+    }
+  }
+
   /** A restored membership: {@code objectId} is inside {@code fenceId}. */
   void restoreMember(String fenceId, String objectId) {
-    fencesByObject.computeIfAbsent(objectId, o -> new HashSet<>()).add(fenceId);
+    ObjectState object = objects.computeIfAbsent(objectId, o -> new ObjectState());
+    if (object.inside == null) {
+      object.inside = new HashSet<>();
+    }
+    object.inside.add(fenceId);
   }
 
   /**
@@ -94,8 +114,9 @@ final class Evaluation {
    * subtask's, except for a location a restore handed over for part of them.
    */
   void evaluate(Location location, int start, int end) throws Exception {
-    if (inOrder(location)) {
-      evaluate(location, start, end, fences.index().covering(location.lon, location.lat, location.tenant));
+    ObjectState object = inOrder(location);
+    if (object != null) {
+      evaluate(location, object, start, end, fences.index().covering(location.lon, location.lat, location.tenant));
     }
   }
 
@@ -124,33 +145,37 @@ final class Evaluation {
       // Read for every point, refused or not: the answers are read points in order.
       batch.covering(point, covering);
       Location location = batch.location(point);
-      if (inOrder(location)) {
-        evaluate(location, batch.keyGroupStart(point), batch.keyGroupEnd(point), covering);
+      ObjectState object = inOrder(location);
+      if (object != null) {
+        evaluate(location, object, batch.keyGroupStart(point), batch.keyGroupEnd(point), covering);
       }
     }
     batch.clear();
   }
 
   /**
-   * Whether the location is no older than the newest evaluated for its object, which it then
-   * becomes; if it is older, it is refused.
+   * The location's object, if the location is no older than the newest evaluated for it, which it
+   * then becomes; null if it is older, and refused.
    */
-  private boolean inOrder(Location location) {
-    Long newest = newestByObject.get(location.objectId);
-    if (newest != null && location.timestamp < newest) {
-      outOfOrder.refused(location, newest);
-      return false;
+  private ObjectState inOrder(Location location) {
+    ObjectState object = objects.get(location.objectId);
+    if (object == null) {
+      object = new ObjectState();
+      objects.put(location.objectId, object);
+    } else if (location.timestamp < object.newest) {
+      outOfOrder.refused(location, object.newest);
+      return null;
     }
-    newestByObject.put(location.objectId, location.timestamp);
-    return true;
+    object.newest = location.timestamp;
+    return object;
   }
 
   /**
    * Evaluates an in-order location given the ids of the fences of the index covering it, which it
    * does not keep or change.
    */
-  private void evaluate(Location location, int start, int end, List<String> covering) throws Exception {
-    Set<String> before = fencesByObject.getOrDefault(location.objectId, Set.of());
+  private void evaluate(Location location, ObjectState object, int start, int end, List<String> covering) throws Exception {
+    Set<String> before = object.inside == null ? Set.of() : object.inside;
     // Usually empty: only a location older than the newest edit finds fences changed since.
     Map<String, FenceHistory.Version> then = history.anyChangedAfter(location.timestamp)
         ? changedSince(location, covering, before) : Map.of();
@@ -189,11 +214,7 @@ final class Evaluation {
         inside.remove(fenceId);
       }
     }
-    if (inside.isEmpty()) {
-      fencesByObject.remove(location.objectId);
-    } else {
-      fencesByObject.put(location.objectId, inside);
-    }
+    object.inside = inside.isEmpty() ? null : inside;
   }
 
   /**
@@ -221,20 +242,36 @@ final class Evaluation {
 
   /** A restored time of the newest location evaluated for an object (the newest of several wins). */
   void restoreNewest(String objectId, long time) {
-    newestByObject.merge(objectId, time, Math::max);
+    ObjectState object = objects.computeIfAbsent(objectId, o -> new ObjectState());
+    object.newest = Math.max(object.newest, time);
   }
 
-  /** The newest location time of each object, for operator state. */
-  Map<String, Long> newestByObject() {
-    return newestByObject;
+  /** Gives the newest location time of each object that has one, for operator state. */
+  void forEachNewest(BiConsumer<String, Long> action) {
+    objects.forEach((objectId, object) -> {
+      if (object.newest != Long.MIN_VALUE) {
+        action.accept(objectId, object.newest);
+      }
+    });
+  }
+
+  /** How many objects this holds: with a newest location time, or inside a fence. */
+  int objects() {
+    return objects.size();
   }
 
   /**
-   * Forgets the objects whose newest location is older than {@code horizon}: a location older
-   * than that is never evaluated (it is late), so their order needs no check.
+   * Forgets the newest location time of the objects whose newest location is older than {@code
+   * horizon}, and the objects inside no fence with it: a location older than that is never
+   * evaluated (it is late), so their order needs no check.
    */
   void forgetOlderThan(long horizon) {
-    newestByObject.values().removeIf(time -> time < horizon);
+    objects.values().removeIf(object -> {
+      if (object.newest < horizon) {
+        object.newest = Long.MIN_VALUE;
+      }
+      return object.forgotten();
+    });
   }
 
   /**
@@ -245,11 +282,14 @@ final class Evaluation {
     long now = System.currentTimeMillis();
     for (String objectId : members) {
       emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
-      Set<String> inside = fencesByObject.get(objectId);
-      if (inside != null) {
-        inside.remove(fenceId);
-        if (inside.isEmpty()) {
-          fencesByObject.remove(objectId);
+      ObjectState object = objects.get(objectId);
+      if (object != null && object.inside != null) {
+        object.inside.remove(fenceId);
+        if (object.inside.isEmpty()) {
+          object.inside = null;
+          if (object.forgotten()) {
+            objects.remove(objectId);
+          }
         }
       }
     }

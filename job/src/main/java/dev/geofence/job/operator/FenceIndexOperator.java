@@ -432,7 +432,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
     int subtasks = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
     List<Tuple2<String, Long>> share = new ArrayList<>();
-    evaluation.newestByObject().forEach((object, time) -> {
+    evaluation.forEachNewest((object, time) -> {
       if (Math.floorMod(object.hashCode(), subtasks) == subtask) {
         share.add(Tuple2.of(object, time));
       }
@@ -765,9 +765,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       history.pruneUpTo(historyHorizon());
       recoverySteps.maybeReread(everReady, clock.time());
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
-      if (evaluation.newestByObject().size() > forgetObjectsAbove) {
+      if (evaluation.objects() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());
-        forgetObjectsAbove = Math.max(MIN_OBJECTS_KEPT, 2 * evaluation.newestByObject().size());
+        forgetObjectsAbove = Math.max(MIN_OBJECTS_KEPT, 2 * evaluation.objects());
       }
     }
     super.processWatermark(mark);
