@@ -50,8 +50,9 @@ class LocationJsonTest {
    * The line read as a stream of tokens decides as Jackson's tree model of the same line did (the
    * parser before this one, kept here as the oracle): the same location, or the same refusal with
    * the same reason, object id and message (for a syntax error, that it is one), over generated lines of every shape: fields in any
-   * order, repeated, of every JSON type, out of range, nested fields it skips, cut short, broken
-   * by a stray character, and other roots than an object.
+   * order, repeated, of every JSON type, out of range, with more digits than a double holds
+   * (rounded alike), nested fields it skips, cut short, broken by a stray character, and other
+   * roots than an object.
    */
   @Test
   void decidesAsTheTreeModelOnGeneratedLines() {
@@ -150,8 +151,18 @@ class LocationJsonTest {
       case 1 -> Double.toString((random.nextDouble() * 2 - 1) * limit * 1.5);
       case 2 -> "1e400";
       case 3 -> Integer.toString(random.nextInt(2 * limit + 1) - limit);
+      case 4 -> digits(random, 1 + random.nextInt(2)) + "." + digits(random, 15 + random.nextInt(15)) + (random.nextBoolean() ? "" : "e-" + random.nextInt(3));
       default -> Double.toString((random.nextDouble() * 2 - 1) * limit);
     };
+  }
+
+  /** Decimal digits, more than a double holds: rounding them is the parser's. */
+  private static String digits(Random random, int n) {
+    StringBuilder digits = new StringBuilder();
+    for (int i = 0; i < n; i++) {
+      digits.append((char) ('0' + random.nextInt(10)));
+    }
+    return digits.toString();
   }
 
   /** A JSON value of any type. */
