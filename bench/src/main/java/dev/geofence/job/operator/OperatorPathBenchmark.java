@@ -114,6 +114,36 @@ public final class OperatorPathBenchmark {
           batches[v] <= 0 ? "" : String.format(Locale.ROOT, "%.4f", (double) triggers[v] / locations),
           batches[v] <= 0 ? "" : String.format(Locale.ROOT, "%.2f %%", 100.0 * crossing[v] / locations));
     }
+    presenceMemory(set, warm, measured);
+  }
+
+  /**
+   * The heap a subtask's presence takes per object (README "Performance", issue 18 item 4): what
+   * the evaluation retains after both passes (every vehicle's newest time, the fences it is
+   * inside), the used heap after a full collection with it and without it.
+   */
+  private static void presenceMemory(FenceSet set, Location[] warm, Location[] measured) {
+    Pass pass = new Pass(set, 64);
+    pass.run(warm);
+    pass.run(measured);
+    long with = usedAfterCollection();
+    int objects = pass.evaluation.objects();
+    long pairs = pass.inside;
+    pass = null;
+    long without = usedAfterCollection();
+    System.out.printf(Locale.ROOT, "%npresence in memory: %,d bytes per object (%,d objects, %,d of (object, fence) inside),"
+        + " %,d bytes in all%n", (with - without) / objects, objects, pairs, with - without);
+  }
+
+  private static long usedAfterCollection() {
+    long used = Long.MAX_VALUE;
+    // The smallest of a few: a collection may leave some of the garbage of the one before.
+    for (int i = 0; i < 3; i++) {
+      System.gc();
+      Runtime runtime = Runtime.getRuntime();
+      used = Math.min(used, runtime.totalMemory() - runtime.freeMemory());
+    }
+    return used;
   }
 
   /** One pass of the operator's path over a fresh membership: hold, release every 200 ms, evaluate. */
@@ -125,6 +155,8 @@ public final class OperatorPathBenchmark {
     /** Distinct locations (by object and time) with at least one trigger, of the measured pass. */
     final java.util.Set<Long> crossing = new java.util.HashSet<>();
     long nextRelease = Long.MIN_VALUE;
+    /** (object, fence) pairs inside now. */
+    long inside;
 
     Pass(FenceSet set, int batch) {
       this.batch = batch;
@@ -182,10 +214,14 @@ public final class OperatorPathBenchmark {
     }
 
     @Override
-    public void entered(String fenceId, String objectId, long since) {}
+    public void entered(String fenceId, String objectId, long since) {
+      inside++;
+    }
 
     @Override
-    public void left(String fenceId, String objectId) {}
+    public void left(String fenceId, String objectId) {
+      inside--;
+    }
   }
 
   /**
