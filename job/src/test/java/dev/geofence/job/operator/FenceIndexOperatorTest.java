@@ -207,6 +207,26 @@ class FenceIndexOperatorTest {
     }
   }
 
+  /** A restore packs the index it read, so that the first locations after it do not wait for that. */
+  @Test
+  void aRestoredIndexIsPackedBeforeAnyLocation() throws Exception {
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      source.send(upsert("b", 1, FAR_SQUARE, true, 0));
+      source.sendAllBuckets();
+      snapshot = harness.snapshot(1, 100);
+    }
+    try (var harness = harness(1, 0)) {
+      harness.initializeState(snapshot);
+      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
+      assertThat(operator.fences().index().size()).isEqualTo(2);
+      assertThat(operator.fences().index().needsPacking()).as("packed by the restore").isFalse();
+    }
+  }
+
   @Test
   void editsBetweenTwoLocationsAreCoalescedButADeleteStillExits() throws Exception {
     try (var harness = harness(1, 0)) {

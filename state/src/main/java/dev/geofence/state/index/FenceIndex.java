@@ -446,12 +446,21 @@ public final class FenceIndex {
 
   /** Packs now whatever the next query would; lets a bulk load pay for it up front. */
   public void prepareForQuery() {
-    int pending = (slotCount - packedCount) + retiredCount;
-    if (pending > Math.max(minOverlay, packedCount / overlayRatio)) {
+    if (repackDue()) {
       repack();
     } else if (overlayStale) {
       packOverlay();
     }
+  }
+
+  /** Whether the next query would pack first (a repack, or the overlay's): false after {@link #prepareForQuery}. */
+  public boolean needsPacking() {
+    return repackDue() || overlayStale;
+  }
+
+  private boolean repackDue() {
+    int pending = (slotCount - packedCount) + retiredCount;
+    return pending > Math.max(minOverlay, packedCount / overlayRatio);
   }
 
   /** Packs all live fences into a new tree and renumbers their slots in its leaf order. */

@@ -77,6 +77,27 @@ class FenceIndexTest {
     }
   }
 
+  /** An upsert leaves packing to do, for the next query or for prepareForQuery, which leave none. */
+  @Test
+  void packingIsDueAfterAnUpsertUntilPreparedOrQueried() throws Exception {
+    Shapes shapes = new Shapes(factory, 4L);
+    SplittableRandom random = shapes.random();
+    FenceIndex index = new FenceIndex();
+    assertThat(index.needsPacking()).as("empty").isFalse();
+    for (int i = 0; i < 2_000; i++) {
+      index.upsert("f" + i, null, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
+    }
+    assertThat(index.needsPacking()).as("after a load").isTrue();
+    index.prepareForQuery();
+    assertThat(index.needsPacking()).as("prepared").isFalse();
+    index.upsert("f1", null, read(shapes.any(1, 1, 0.3)));
+    assertThat(index.needsPacking()).as("after an upsert").isTrue();
+    index.covering(5, 5, null);
+    assertThat(index.needsPacking()).as("queried").isFalse();
+    index.delete("f2");
+    assertThat(index.needsPacking()).as("a delete only retires its slot").isFalse();
+  }
+
   @Test
   void bulkLoadedIndexAgreesWithJtsOnOverlappingFences() throws Exception {
     Shapes shapes = new Shapes(factory, 7L);
