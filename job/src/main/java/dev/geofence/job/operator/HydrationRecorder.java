@@ -8,6 +8,7 @@ import dev.geofence.state.readiness.Readiness;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryPoolMXBean;
 import java.lang.management.MemoryType;
+import java.util.Arrays;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import org.slf4j.Logger;
@@ -23,6 +24,8 @@ import org.slf4j.LoggerFactory;
 final class HydrationRecorder {
 
   private static final Logger LOG = LoggerFactory.getLogger(FenceIndexOperator.class);
+  /** The buckets a line names at most. */
+  private static final int MAX_BUCKETS_LOGGED = 16;
 
   private final Readiness readiness;
   private final FenceSet fences;
@@ -85,6 +88,13 @@ final class HydrationRecorder {
         phase, next, now - phaseSince, fences.liveCount(), readiness.fingerprints().expectedFences(),
         readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets(), Lsn.format(readiness.streamLsn()),
         editsReceived.getAsLong() - editsBefore);
+    if (next == LoadPhase.VERIFYING) {
+      // Caught up, yet some buckets differ from the source: which, so that one that stays says so.
+      int[] unmatched = readiness.fingerprints().unmatchedBuckets();
+      LOG.info("Fence index waits for the fences of bucket(s) {}{} to match the source's fingerprints",
+          Arrays.toString(Arrays.copyOf(unmatched, Math.min(unmatched.length, MAX_BUCKETS_LOGGED))),
+          unmatched.length > MAX_BUCKETS_LOGGED ? " and " + (unmatched.length - MAX_BUCKETS_LOGGED) + " more" : "");
+    }
     if (next == LoadPhase.READY) {
       episode.hydratedAt = now;
       record();
