@@ -65,6 +65,8 @@ CREATE TABLE hydration_history (
   edits_coalesced       BIGINT,
   gap_check             STRING,   -- covered, gap, not-needed or unreachable
   gap_reason            STRING,
+  buckets_reread        BIGINT,   -- buckets read again because they stayed mismatched
+  reread_reason         STRING,
   fences_loaded         BIGINT,
   fences_expected       BIGINT,
   checksum_match        BOOLEAN,

@@ -69,6 +69,8 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     edits_coalesced   bigint NOT NULL DEFAULT 0,
     gap_check         text NOT NULL CHECK (gap_check IN ('covered', 'gap', 'not-needed', 'unreachable')),
     gap_reason        text,
+    buckets_reread    bigint NOT NULL DEFAULT 0,  -- buckets read again because they stayed mismatched
+    reread_reason     text,                       -- which, and why (the last re-read of the episode)
     fences_loaded     bigint NOT NULL DEFAULT 0,
     fences_expected   bigint,
     checksum_match    boolean,
@@ -76,3 +78,7 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     PRIMARY KEY (job_name, subtask, installed_at)
 );
 CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (installed_at);
+-- Columns added since the table's first release, added in place to a table made by an earlier one
+-- (its rows keep working: the defaults say no re-read happened).
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS buckets_reread bigint NOT NULL DEFAULT 0;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;

@@ -49,4 +49,38 @@ class BucketRereadITCase extends EndToEndFixture {
       assertThat(e.hydratedAt()).as("ready again").isPositive();
     });
   }
+
+  /**
+   * Readiness always arrives (issue 32): the same missed edit made while the job is down leaves
+   * the restored job's bucket mismatched before it was ever ready. That bucket is read again during
+   * the warm-up, whose episode says so, and the job becomes ready; before, it held its locations
+   * for good.
+   */
+  @Test
+  void aBucketTheStreamMissedAnEditOfWhileTheJobWasDownIsReadAgainBeforeTheFirstReady() throws Exception {
+    database("bucket_reread_down", 10);
+    placeFences(0, 20);
+    StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
+    try (Statement s = db.createStatement()) {
+      s.execute("ALTER PUBLICATION geofence_publication DROP TABLE fences");
+    }
+    placeFences(3, 4);
+    try (Statement s = db.createStatement()) {
+      s.execute("ALTER PUBLICATION geofence_publication ADD TABLE fences");
+    }
+    JobClient job = start(3, "rocksdb", first.savepoint());
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+
+    int bucket = FenceBuckets.of("fence-3");
+    List<Episode> warmUps = assertWarmUps(job, 3, "savepoint");
+    assertThat(warmUps).filteredOn(e -> e.subtask() == subtaskOf("fence-3")).singleElement().satisfies(e -> {
+      assertThat(e.bucketsReread()).isEqualTo(1);
+      assertThat(e.rereadReason()).startsWith("bucket " + bucket + " still mismatched ").endsWith(" read again from the source");
+    });
+    assertThat(warmUps).filteredOn(e -> e.subtask() != subtaskOf("fence-3")).allSatisfy(e -> assertThat(e.bucketsReread()).isZero());
+    assertThat(episodes(job)).as("no episode of its own: it was the warm-up's").noneMatch(e -> e.startMode().equals("rebuild"));
+    threeWayCheck("healed", 20_000);
+  }
 }

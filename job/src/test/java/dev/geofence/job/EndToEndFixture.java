@@ -237,6 +237,22 @@ abstract class EndToEndFixture {
    */
   @AfterEach
   void cancelJobsAndDisconnect() throws Exception {
+    cancelJobs();
+    if (db != null) {
+      db.close();
+    }
+    if (locationsProducer != null) {
+      // The broker may be gone with its test: what is unsent is of no use now.
+      locationsProducer.close(Duration.ZERO);
+    }
+  }
+
+  /**
+   * Cancels the jobs the test started and waits until they have stopped. A test whose job writes to
+   * a broker it owns calls it before it closes the broker: a job cancelled after that waits a
+   * minute for the broker in its Kafka writer's close.
+   */
+  void cancelJobs() throws Exception {
     for (JobClient job : jobs) {
       if (!job.getJobStatus().get().isGloballyTerminalState()) {
         job.cancel().get();
@@ -245,13 +261,6 @@ abstract class EndToEndFixture {
           () -> job.getJobStatus().get().isGloballyTerminalState());
     }
     jobs.clear();
-    if (db != null) {
-      db.close();
-    }
-    if (locationsProducer != null) {
-      // The broker may be gone with its test: what is unsent is of no use now.
-      locationsProducer.close(Duration.ZERO);
-    }
   }
 
   // ---- the job ----------------------------------------------------------------------------------
@@ -749,7 +758,7 @@ abstract class EndToEndFixture {
   /** One hydration_history row, as the assertions need it; times in epoch millis, 0 for none. */
   record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
       long installedAt, long restoredAt, long indexedAt, long hydratedAt, long fencesLoaded, long editsReplayed,
-      Boolean checksumMatch, long peakHeap) {
+      Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason) {
 
     @Override
     public String toString() {
@@ -763,11 +772,12 @@ abstract class EndToEndFixture {
     List<Episode> rows = new ArrayList<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
         "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
-            + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes"
-            + " FROM hydration_history ORDER BY installed_at, subtask")) {
+            + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes,"
+            + " buckets_reread, reread_reason FROM hydration_history ORDER BY installed_at, subtask")) {
       while (r.next()) {
         rows.add(new Episode(r.getString(1), r.getInt(2), r.getInt(3), r.getString(4), r.getString(5), r.getString(6), r.getLong(7),
-            r.getLong(8), r.getLong(9), r.getLong(10), r.getLong(11), r.getLong(12), (Boolean) r.getObject(13), r.getLong(14)));
+            r.getLong(8), r.getLong(9), r.getLong(10), r.getLong(11), r.getLong(12), (Boolean) r.getObject(13), r.getLong(14),
+            r.getLong(15), r.getString(16)));
       }
     }
     return rows;

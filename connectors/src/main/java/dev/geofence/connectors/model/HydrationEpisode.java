@@ -28,6 +28,10 @@ public class HydrationEpisode {
   /** {@code covered}, {@code gap}, {@code not-needed} (fresh start) or {@code unreachable}. */
   public String gapCheck;
   public String gapReason;
+  /** Buckets read again from the source because they stayed mismatched; 0 when none was. */
+  public long bucketsReread;
+  /** Which buckets the last re-read was of, and why; null when none was. */
+  public String rereadReason;
   public long fencesLoaded;
   /** Null when the source's count was not read. */
   public Long fencesExpected;
@@ -57,6 +61,8 @@ public class HydrationEpisode {
     c.editsCoalesced = editsCoalesced;
     c.gapCheck = gapCheck;
     c.gapReason = gapReason;
+    c.bucketsReread = bucketsReread;
+    c.rereadReason = rereadReason;
     c.fencesLoaded = fencesLoaded;
     c.fencesExpected = fencesExpected;
     c.checksumMatch = checksumMatch;

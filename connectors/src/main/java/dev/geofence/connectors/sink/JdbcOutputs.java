@@ -41,14 +41,16 @@ public final class JdbcOutputs {
       "WITH pruned AS (DELETE FROM hydration_history WHERE installed_at < now() - ?::interval)"
           + " INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
           + " restored_from, installed_at, restored_at, indexed_at, hydrated_at, restored_lsn, restored_commit_time,"
-          + " edits_replayed, edits_coalesced, gap_check, gap_reason, fences_loaded, fences_expected, checksum_match, peak_heap_bytes)"
-          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+          + " edits_replayed, edits_coalesced, gap_check, gap_reason, buckets_reread, reread_reason, fences_loaded, fences_expected,"
+          + " checksum_match, peak_heap_bytes)"
+          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
           + " ON CONFLICT (job_name, subtask, installed_at) DO UPDATE SET job_id = excluded.job_id, attempt = excluded.attempt,"
           + " key_group_start = excluded.key_group_start, key_group_end = excluded.key_group_end, start_mode = excluded.start_mode,"
           + " restored_from = excluded.restored_from, restored_at = excluded.restored_at, indexed_at = excluded.indexed_at,"
           + " hydrated_at = excluded.hydrated_at, restored_lsn = excluded.restored_lsn,"
           + " restored_commit_time = excluded.restored_commit_time, edits_replayed = excluded.edits_replayed,"
           + " edits_coalesced = excluded.edits_coalesced, gap_check = excluded.gap_check, gap_reason = excluded.gap_reason,"
+          + " buckets_reread = excluded.buckets_reread, reread_reason = excluded.reread_reason,"
           + " fences_loaded = excluded.fences_loaded, fences_expected = excluded.fences_expected,"
           + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes";
 
@@ -145,6 +147,8 @@ public final class JdbcOutputs {
     s.setLong(i++, e.editsCoalesced);
     s.setString(i++, e.gapCheck);
     s.setString(i++, e.gapReason);
+    s.setLong(i++, e.bucketsReread);
+    s.setString(i++, e.rereadReason);
     s.setLong(i++, e.fencesLoaded);
     s.setObject(i++, e.fencesExpected, Types.BIGINT);
     s.setObject(i++, e.checksumMatch, Types.BOOLEAN);

@@ -36,6 +36,8 @@ public final class Migrations {
   private static final String JOB_ROLE = "sql/source/geofence-role.sql";
   private static final String[] OUTPUT_TABLES =
       {"geofence_triggers", "geofence_triggers_text", "geofence_presence", "geofence_dead_letters", "hydration_history"};
+  /** The newest column of each output table that has gained columns since its first release. */
+  private static final String[][] NEWEST_COLUMNS = {{"hydration_history", "reread_reason"}};
 
   private Migrations() {}
 
@@ -60,20 +62,32 @@ public final class Migrations {
   }
 
   /**
-   * The output tables, unless they all exist already: a job running as the least-privileged role
-   * may not create anything, not even with IF NOT EXISTS.
+   * The output tables, unless they all exist already with this release's columns: a job running as
+   * the least-privileged role may not create or alter anything, not even with IF NOT EXISTS. Tables
+   * of an earlier release get their new columns in place (which needs their owner).
    */
   public static void ensureOutputs(Connection connection) throws SQLException {
     try (Statement statement = connection.createStatement()) {
       for (String table : OUTPUT_TABLES) {
-        try (java.sql.ResultSet r = statement.executeQuery("SELECT to_regclass('" + table + "') IS NOT NULL")) {
-          r.next();
-          if (!r.getBoolean(1)) {
-            applyOutputs(connection);
-            return;
-          }
+        if (!exists(statement, "SELECT to_regclass('" + table + "') IS NOT NULL")) {
+          applyOutputs(connection);
+          return;
         }
       }
+      for (String[] column : NEWEST_COLUMNS) {
+        if (!exists(statement, "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            + " AND table_name = '" + column[0] + "' AND column_name = '" + column[1] + "')")) {
+          applyOutputs(connection);
+          return;
+        }
+      }
+    }
+  }
+
+  private static boolean exists(Statement statement, String query) throws SQLException {
+    try (java.sql.ResultSet r = statement.executeQuery(query)) {
+      r.next();
+      return r.getBoolean(1);
     }
   }
 

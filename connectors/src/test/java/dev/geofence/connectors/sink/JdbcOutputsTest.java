@@ -153,6 +153,40 @@ class JdbcOutputsTest {
         .hasMessage("the hydration history retention must be at least 1 ms, got 0 ms");
   }
 
+  /**
+   * A hydration_history of an earlier release gains the re-read columns in place when the job
+   * starts (it lacks this release's newest column), its rows keep working, and episodes are written
+   * with them.
+   */
+  @Test
+  void anEarlierReleasesHydrationHistoryGainsItsNewColumnsInPlace() throws Exception {
+    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS earlier WITH (FORCE)");
+      s.execute("CREATE DATABASE earlier");
+    }
+    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/earlier";
+    try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
+      Migrations.applyOutputs(c);
+      s.execute("ALTER TABLE hydration_history DROP COLUMN buckets_reread, DROP COLUMN reread_reason");
+      s.execute("INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
+          + " installed_at, gap_check) VALUES ('earlier', 'x', 0, 0, 0, 127, 'fresh', now(), 'not-needed')");
+      Migrations.ensureOutputs(c);
+      HydrationEpisode healed = episode(2);
+      healed.bucketsReread = 2;
+      healed.rereadReason = "bucket 17 still mismatched 900 ms of event time after its fingerprint; read again from the source";
+      write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
+          .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
+          HydrationEpisode.class, healed);
+      List<String> rows = new ArrayList<>();
+      try (ResultSet r = s.executeQuery("SELECT job_name, buckets_reread, reread_reason FROM hydration_history ORDER BY job_name")) {
+        while (r.next()) {
+          rows.add(r.getString(1) + " " + r.getLong(2) + " " + r.getString(3));
+        }
+      }
+      assertThat(rows).containsExactly("earlier 0 null", "geofence 2 " + healed.rereadReason);
+    }
+  }
+
   @Test
   void theRetentionReachesPostgreSqlToTheMillisecond() throws Exception {
     for (Duration retention : List.of(Duration.ofMillis(1), Duration.ofMillis(500), Duration.ofMillis(1500),

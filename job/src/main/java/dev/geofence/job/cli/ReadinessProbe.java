@@ -69,8 +69,10 @@ final class ReadinessProbe {
 
   private static final String VERTEX = GeofenceJob.FENCE_INDEX_NAME;
   private static final String[] GAUGES = {
-    FenceIndexMetrics.INDEX_READY, FenceIndexMetrics.LOAD_PHASE, FenceIndexMetrics.COMPLETENESS, FenceIndexMetrics.FENCES_LOADED,
-    FenceIndexMetrics.GAP_DETECTED, FenceIndexMetrics.BUCKETS_UNMATCHED, FenceIndexMetrics.CATCHUP_LAG_MS};
+    FenceIndexMetrics.INDEX_READY, FenceIndexMetrics.LOAD_PHASE, FenceIndexMetrics.PHASE_MS, FenceIndexMetrics.COMPLETENESS,
+    FenceIndexMetrics.FENCES_LOADED, FenceIndexMetrics.GAP_DETECTED, FenceIndexMetrics.BUCKETS_UNMATCHED,
+    FenceIndexMetrics.BUCKETS_UNMATCHED_LIST, FenceIndexMetrics.BUCKETS_REREAD, FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED,
+    FenceIndexMetrics.CATCHUP_LAG_MS};
   private static final String FETCHED = " (Flink fetches metrics every metrics.fetcher.update-interval; ask again)";
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -199,7 +201,7 @@ final class ReadinessProbe {
         throw new NotReady("subtask " + index + " of the fence index has no index_ready metric yet" + FETCHED);
       }
       if (ready != 1) {
-        notReady.add(reason(index, gauges));
+        notReady.add(reason(index, gauges, values.get(ids.get(FenceIndexMetrics.BUCKETS_UNMATCHED_LIST))));
       }
       fences += gauges.getOrDefault(FenceIndexMetrics.FENCES_LOADED, 0.0).longValue();
     }
@@ -241,15 +243,21 @@ final class ReadinessProbe {
         : "job '" + job + "' is not running (" + stopped + ")");
   }
 
-  private static String reason(int index, Map<String, Double> gauges) {
+  /**
+   * One subtask's line: its phase and how long it has lasted, and what it waits for; for a subtask
+   * whose buckets differ from the source, which ones ({@code unmatchedList}, null if not reported)
+   * and the re-reads done.
+   */
+  private static String reason(int index, Map<String, Double> gauges, String unmatchedList) {
     List<String> state = new ArrayList<>();
     if (gauges.getOrDefault(FenceIndexMetrics.GAP_DETECTED, 0.0) == 1) {
       state.add("gap detected");
     }
     Double code = gauges.get(FenceIndexMetrics.LOAD_PHASE);
     LoadPhase phase = code == null ? null : LoadPhase.ofCode(code.intValue());
+    Double phaseMillis = gauges.get(FenceIndexMetrics.PHASE_MS);
     if (phase != null) {
-      state.add(phase.toString());
+      state.add(phase + (phaseMillis == null ? "" : " for " + seconds(phaseMillis)));
     }
     List<String> details = new ArrayList<>();
     Double completeness = gauges.get(FenceIndexMetrics.COMPLETENESS);
@@ -258,7 +266,15 @@ final class ReadinessProbe {
     }
     double unmatched = gauges.getOrDefault(FenceIndexMetrics.BUCKETS_UNMATCHED, 0.0);
     if (unmatched > 0) {
-      details.add((long) unmatched + " buckets unmatched");
+      details.add((long) unmatched + " buckets unmatched"
+          + ((phase == LoadPhase.VERIFYING || phase == LoadPhase.REREADING) && unmatchedList != null && !unmatchedList.isBlank()
+              ? ": " + unmatchedList : ""));
+    }
+    double reread = gauges.getOrDefault(FenceIndexMetrics.BUCKETS_REREAD, 0.0);
+    if (reread > 0 && (phase == LoadPhase.VERIFYING || phase == LoadPhase.REREADING)) {
+      double notMatched = gauges.getOrDefault(FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED, 0.0);
+      details.add((long) reread + " bucket re-reads" + (notMatched > 0
+          ? ", " + (long) notMatched + " of them not matching (retried with backoff)" : ""));
     }
     double lag = gauges.getOrDefault(FenceIndexMetrics.CATCHUP_LAG_MS, -1.0);
     if (phase == LoadPhase.CATCHING_UP && lag >= 0) {
@@ -266,6 +282,18 @@ final class ReadinessProbe {
     }
     return "subtask " + index + " " + (state.isEmpty() ? "not ready" : String.join(", ", state))
         + (details.isEmpty() ? "" : " (" + String.join(", ", details) + ")");
+  }
+
+  /** Milliseconds as a person reads them: "950 ms", "12.4 s", "3 min 20 s". */
+  static String seconds(double millis) {
+    if (millis < 1000) {
+      return (long) millis + " ms";
+    }
+    if (millis < 60_000) {
+      return String.format(Locale.ROOT, "%.1f s", millis / 1000);
+    }
+    long s = (long) (millis / 1000);
+    return s / 60 + " min " + s % 60 + " s";
   }
 
   /**

@@ -10,10 +10,17 @@ public final class FenceIndexMetrics {
   // Gauges: where the warm-up stands.
   public static final String INDEX_READY = "index_ready";
   public static final String LOAD_PHASE = "index_load_phase";
+  /** How long the subtask has been in its current load phase, milliseconds. */
+  public static final String PHASE_MS = "index_phase_ms";
   public static final String COMPLETENESS = "index_completeness";
   public static final String FENCES_LOADED = "fences_loaded";
   public static final String FENCES_EXPECTED = "fences_expected";
   public static final String BUCKETS_UNMATCHED = "buckets_unmatched";
+  /**
+   * The owned buckets that do not match the source, as text ("17, 203", the first 16 and how many
+   * more): for the {@code ready} probe; reporters that take only numbers leave it out.
+   */
+  public static final String BUCKETS_UNMATCHED_LIST = "buckets_unmatched_list";
   public static final String GAP_DETECTED = "gap_detected";
   public static final String CATCHUP_LAG_MS = "catchup_lag_ms";
   public static final String SNAPSHOT_AGE_MS = "snapshot_age_ms";
@@ -34,8 +41,13 @@ public final class FenceIndexMetrics {
   public static final String EDITS_STALE = "edits_stale";
   public static final String EDITS_COALESCED = "edits_coalesced";
   public static final String SEQ_GAPS = "seq_gaps";
-  /** Buckets read again from the source because they stayed mismatched after readiness. */
+  /** Buckets read again from the source because they stayed mismatched, before readiness or after it. */
   public static final String BUCKETS_REREAD = "buckets_reread";
+  /**
+   * Buckets a re-read did not leave matching (the source's fingerprint disagrees with its fences)
+   * or did not reach the source for: each is tried again with backoff. Alert when it grows.
+   */
+  public static final String BUCKETS_REREAD_UNMATCHED = "buckets_reread_unmatched";
 
   private FenceIndexMetrics() {}
 }

@@ -175,7 +175,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient long editsReceived;
   private transient long restoredLsn;
   private transient long restoredTime;
-  /** Whether the index has been ready in this attempt: a mismatch after that is one to heal. */
+  /** Whether the index has been ready in this attempt: until then it warms up, and edits go ahead of held locations. */
   private transient boolean everReady;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
@@ -337,12 +337,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     // of every fence held the first locations after a restore (a fifth of the restoring
     // threads' CPU in a profile, README "Performance").
     fences.index().prepareForQuery();
+    List<Integer> readFingerprints = new ArrayList<>();
     state.readTheRest(new FenceIndexState.Restored() {
       @Override
       public void fingerprint(StoredFingerprint stats) {
         readiness.fingerprints().expect(stats.bucket(), stats.fenceCount(), stats.checksum(), stats.version());
         readiness.versions().known(stats.bucket(), stats.version());
         readiness.streamed(stats.lsn(), stats.commitTime());
+        if (stats.commitTime() > 0) {
+          recoverySteps.fingerprint(stats.bucket(), stats.commitTime());
+        } else {
+          readFingerprints.add(stats.bucket());
+        }
       }
 
       @Override
@@ -373,6 +379,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         clock.queueExit(time, fenceId);
       }
     });
+    // A restored bucket that stays mismatched is healed like any other: a fingerprint a read took
+    // carries no commit time, and is as old as the newest the state had streamed, which every
+    // restored pending edit is no newer than.
+    for (int bucket : readFingerprints) {
+      recoverySteps.fingerprint(bucket, readiness.streamTime());
+    }
     if (restored) {
       recorder.episode().indexedAt = System.currentTimeMillis();
     }
@@ -411,10 +423,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getMetricGroup().gauge(FenceIndexMetrics.PENDING_LOCATIONS, () -> clock.heldLocations());
     getMetricGroup().gauge(FenceIndexMetrics.PENDING_EDITS, () -> clock.pendingEdits());
     getMetricGroup().gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());
+    getMetricGroup().gauge(FenceIndexMetrics.PHASE_MS, () -> recorder.phaseMillis());
+    getMetricGroup().gauge(FenceIndexMetrics.BUCKETS_UNMATCHED_LIST, () -> recorder.unmatchedBuckets());
     getMetricGroup().counter(FenceIndexMetrics.LATE_LOCATIONS, new CountOf(() -> lateLocations));
     getMetricGroup().counter(FenceIndexMetrics.TOO_LATE_LOCATIONS, new CountOf(() -> tooLateLocations));
     getMetricGroup().counter(FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, new CountOf(() -> outOfOrderLocations));
     getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD, new CountOf(recoverySteps::rereadCount));
+    getMetricGroup().counter(FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED, new CountOf(recoverySteps::rereadUnmatchedCount));
     getMetricGroup().gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> history.versions());
     getMetricGroup().counter(FenceIndexMetrics.EDITS_APPLIED, new CountOf(fences::appliedCount));
     getMetricGroup().counter(FenceIndexMetrics.EDITS_DUPLICATE, new CountOf(fences::duplicateCount));
@@ -547,7 +562,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         boolean wasReady = readiness.ready();
         if (readiness.fingerprints().expect(change.bucket, change.fenceCount, change.checksum, change.seq)) {
           state.storeFingerprint(change);
-          recoverySteps.fingerprint(change.bucket, change.seq, change.snapshot ? null : change.commitTime);
+          recoverySteps.fingerprint(change.bucket, change.snapshot ? null : change.commitTime);
         }
         if (wasReady && !readiness.ready()) {
           // Usually for a moment (a fingerprint applies on arrival, the edit it counts waits for the
@@ -767,7 +782,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (clock.advanceTo(mark.getTimestamp())) {
       release();
       history.pruneUpTo(historyHorizon());
-      recoverySteps.maybeReread(everReady, clock.time());
+      recoverySteps.maybeReread(clock.time());
       // Objects seen no more within the lateness are forgotten as the map doubles, not only at checkpoints.
       if (evaluation.objects() > forgetObjectsAbove) {
         evaluation.forgetOlderThan(historyHorizon());

@@ -11,6 +11,7 @@ import java.lang.management.MemoryType;
 import java.util.Arrays;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
+import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -60,6 +61,18 @@ final class HydrationRecorder {
     return phase;
   }
 
+  /** How long the subtask has been in its current phase, milliseconds. */
+  long phaseMillis() {
+    return Math.max(0, System.currentTimeMillis() - phaseSince);
+  }
+
+  /** The owned buckets that do not match the source, as a line names them: at most {@link #MAX_BUCKETS_LOGGED}. */
+  String unmatchedBuckets() {
+    int[] unmatched = readiness.fingerprints().unmatchedBuckets();
+    String listed = Arrays.stream(unmatched).limit(MAX_BUCKETS_LOGGED).mapToObj(String::valueOf).collect(Collectors.joining(", "));
+    return unmatched.length > MAX_BUCKETS_LOGGED ? listed + " and " + (unmatched.length - MAX_BUCKETS_LOGGED) + " more" : listed;
+  }
+
   /** Counting of replayed and coalesced edits starts here (after the restored state was read). */
   void countFromHere() {
     editsBefore = editsReceived.getAsLong();
@@ -82,6 +95,7 @@ final class HydrationRecorder {
       // A ready index between an edit and its bucket's fingerprint: in flight, not a warm-up.
       LOG.debug("Fence index phase {} -> {}", phase, next);
       phase = next;
+      phaseSince = now;
       return;
     }
     LOG.info("Fence index phase {} -> {} after {} ms: {} fences loaded of {} expected, {} of {} buckets unmatched, stream at {}, {} edits replayed",
@@ -90,10 +104,7 @@ final class HydrationRecorder {
         editsReceived.getAsLong() - editsBefore);
     if (next == LoadPhase.VERIFYING) {
       // Caught up, yet some buckets differ from the source: which, so that one that stays says so.
-      int[] unmatched = readiness.fingerprints().unmatchedBuckets();
-      LOG.info("Fence index waits for the fences of bucket(s) {}{} to match the source's fingerprints",
-          Arrays.toString(Arrays.copyOf(unmatched, Math.min(unmatched.length, MAX_BUCKETS_LOGGED))),
-          unmatched.length > MAX_BUCKETS_LOGGED ? " and " + (unmatched.length - MAX_BUCKETS_LOGGED) + " more" : "");
+      LOG.info("Fence index waits for the fences of bucket(s) {} to match the source's fingerprints", unmatchedBuckets());
     }
     if (next == LoadPhase.READY) {
       episode.hydratedAt = now;
@@ -107,15 +118,19 @@ final class HydrationRecorder {
   }
 
   /**
-   * Buckets that stayed mismatched after readiness are read again: an episode of its own, a
-   * rebuild of those buckets; its gap check says {@code gap} (the stream lost an edit of them), its
-   * reason which buckets and for how long.
+   * Buckets that stayed mismatched are read again. During a warm-up the episode under way says so
+   * (how many buckets, and why); after readiness the re-read is an episode of its own, a rebuild of
+   * those buckets, whose gap check says {@code gap} (the stream lost an edit of them) with the same
+   * reason.
    */
-  void rereading(String reason) {
-    long now = System.currentTimeMillis();
+  void rereading(int buckets, String reason) {
     LOG.warn("Fence index re-reads buckets from the source: {}", reason);
-    beginRebuild(now, "gap", reason);
-    phaseSince = now;
+    if (episode.hydratedAt != 0) {
+      beginRebuild(System.currentTimeMillis(), "gap", reason);
+    }
+    episode.bucketsReread += buckets;
+    episode.rereadReason = reason;
+    record();
   }
 
   private void beginRebuild(long now, String gapCheck, String reason) {

@@ -186,7 +186,11 @@ final class Recovery implements AutoCloseable {
       } catch (InterruptedStep e) {
         return; // closed while running
       }
-      put(last);
+      try {
+        put(last);
+      } catch (InterruptedStep e) {
+        // closed before the task thread took it
+      }
     });
   }
 

@@ -138,13 +138,18 @@ final class RecoverySteps implements AutoCloseable {
   }
 
   /** A bucket's fingerprint took effect (commit time null for a read's). */
-  void fingerprint(int bucket, long version, Long commitTime) {
-    rereads.fingerprint(bucket, version, commitTime);
+  void fingerprint(int bucket, Long commitTime) {
+    rereads.fingerprint(bucket, commitTime);
   }
 
   /** How many buckets have been read again. */
   long rereadCount() {
     return rereads.count();
+  }
+
+  /** How many buckets a re-read did not leave matching, or did not reach the source for. */
+  long rereadUnmatchedCount() {
+    return rereads.unmatchedAfterReread();
   }
 
   /** Whether a gap check or a read is under way. */
@@ -153,29 +158,32 @@ final class RecoverySteps implements AutoCloseable {
   }
 
   /**
-   * Buckets that stay mismatched once the clock is a heartbeat interval past their fingerprint
-   * (the clock has applied every edit committed before it, so the difference is real: an edit the
-   * stream never carried) are read again from the source, those buckets alone, merged by seq with
-   * what the stream brings meanwhile, as a rebuild reads all of them. Locations wait meanwhile, as
-   * for any bucket that does not match; the re-read is an episode of its own, and counted.
-   *
-   * @param everReady whether the index has been ready in this attempt: a mismatch before that is
-   *     the warm-up's, not one to heal
+   * Buckets that stay mismatched once the stream has passed the catch-up target and the clock is a
+   * heartbeat interval past their fingerprint (the clock has applied every edit committed before
+   * it, so the difference is real: an edit the stream never carried, or one the restored state
+   * lacks) are read again from the source, those buckets alone, merged by seq with what the stream
+   * brings meanwhile, as a rebuild reads all of them; whether or not the subtask was ever ready,
+   * since one that never gets there would hold its locations for good. Locations wait meanwhile, as
+   * for any bucket that does not match; the re-read is recorded in the episode and counted, and a
+   * bucket it leaves mismatched is tried again with backoff ({@link Rereads}).
    */
-  void maybeReread(boolean everReady, long clockTime) {
-    if (recovery == null || recovery.running() || !everReady || readiness.distrust() != null || !readiness.verified()
+  void maybeReread(long clockTime) {
+    if (recovery == null || recovery.running() || readiness.distrust() != null || !readiness.verified() || !readiness.caughtUp()
         || readiness.fingerprints().ready()) {
       return;
     }
     Rereads.Overdue overdue = rereads.overdue(readiness.fingerprints().unmatchedBuckets(), clockTime,
         source.heartbeatInterval().toMillis(), time.getCurrentProcessingTime());
+    readiness.rereading(rereads.retrying());
+    recorder.update();
     if (overdue == null) {
       return;
     }
     int[] buckets = overdue.buckets();
     String which = Arrays.stream(buckets).mapToObj(String::valueOf).collect(Collectors.joining(", "));
-    recorder.rereading((buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched " + overdue.longestMillis()
-        + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints") + "; read again from the source");
+    recorder.rereading(buckets.length, (buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched "
+        + overdue.longestMillis() + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints")
+        + "; read again from the source");
     read = SourceRead.ofBuckets(buckets);
     recovery.reread(buckets);
     poll();
@@ -223,8 +231,8 @@ final class RecoverySteps implements AutoCloseable {
 
   private void unreachable(Recovery.Unreachable unreachable) {
     if (read != null && !read.ofAll()) {
-      // Tried again after the retry interval, if the buckets are still mismatched.
-      rereads.unreachable(read.buckets(), time.getCurrentProcessingTime() + RETRY_INTERVAL_MS);
+      // Tried again after their backoff, if the buckets are still mismatched.
+      rereads.stillUnmatched(read.buckets());
       read = null;
     }
     if (!readiness.verified() && readiness.distrust() == null) {
@@ -307,12 +315,14 @@ final class RecoverySteps implements AutoCloseable {
   private void finishReread(Recovery.Read done) throws Exception {
     int[] buckets = read.buckets();
     List<String> gone = deleteGone();
-    for (int b : readiness.fingerprints().unmatchedBuckets()) {
-      if (Arrays.binarySearch(buckets, b) >= 0) {
-        // The source's fingerprint disagrees with its own fences: re-read again only at a newer one.
-        LOG.warn("Bucket {} read again from the source still does not match the fingerprint the source keeps for it"
-            + " (fence_bucket_stats written outside the versioning?): locations stay held until it does", b);
-      }
+    int[] still = Arrays.stream(readiness.fingerprints().unmatchedBuckets()).filter(b -> Arrays.binarySearch(buckets, b) >= 0).toArray();
+    if (still.length > 0) {
+      // The source's fingerprint disagrees with its own fences, or the bucket changed again before
+      // the stream caught up with the read: tried again with backoff while it stays mismatched.
+      rereads.stillUnmatched(still);
+      LOG.warn("Bucket(s) {} read again from the source still do not match the fingerprint the source keeps for them"
+          + " (fence_bucket_stats written outside the versioning?): locations stay held, and they are read again with backoff",
+          Arrays.toString(still));
     }
     LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone; {} of {} buckets unmatched",
         buckets.length, done.result().millis(), done.result().fences(), done.result().tombstones(), Lsn.format(done.result().lsn()),

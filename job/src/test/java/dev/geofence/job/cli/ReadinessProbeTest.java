@@ -39,7 +39,7 @@ class ReadinessProbeTest {
       .setConfiguration(fetchMetricsOften()).setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4).build());
 
   /** What the stand-in operator's gauges say; the operator's subtasks read it on every fetch. */
-  enum IndexState { LOADING, GAP, READY }
+  enum IndexState { LOADING, REREADING, GAP, READY }
 
   static volatile IndexState state = IndexState.LOADING;
 
@@ -56,13 +56,19 @@ class ReadinessProbeTest {
     try {
       Result r = probeUntil(out -> out.contains("catching-up"), "--job", "geofence-probe-test");
       assertThat(r.status).as(r.out).isEqualTo(1);
-      assertThat(r.out.strip()).isEqualTo("not ready: subtask 0 indexing (completeness 0.50, 20 buckets unmatched);"
-          + " subtask 1 catching-up (completeness 0.42, 10 buckets unmatched, 3.0 s behind)");
+      assertThat(r.out.strip()).isEqualTo("not ready: subtask 0 indexing for 12.0 s (completeness 0.50, 20 buckets unmatched);"
+          + " subtask 1 catching-up for 12.0 s (completeness 0.42, 10 buckets unmatched, 3.0 s behind)");
+
+      state = IndexState.REREADING;
+      r = probeUntil(out -> out.contains("re-reading"));
+      assertThat(r.status).as(r.out).isEqualTo(1);
+      assertThat(r.out.strip()).isEqualTo("not ready: subtask 1 re-reading for 1 min 35 s (completeness 0.99, 2 buckets unmatched:"
+          + " 17, 203, 5 bucket re-reads, 3 of them not matching (retried with backoff))");
 
       state = IndexState.GAP;
       r = probeUntil(out -> out.contains("gap detected") && !out.contains("subtask 0"));
       assertThat(r.status).as(r.out).isEqualTo(1);
-      assertThat(r.out.strip()).isEqualTo("not ready: subtask 1 gap detected, rebuilding");
+      assertThat(r.out.strip()).isEqualTo("not ready: subtask 1 gap detected, rebuilding for 800 ms");
 
       state = IndexState.READY;
       r = probeUntil(out -> out.startsWith("ready"), "--job", job.getJobID().toString());
@@ -153,29 +159,37 @@ class ReadinessProbeTest {
       }
       int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
       MetricGroup metrics = getRuntimeContext().getMetricGroup();
-      for (String gauge : new String[] {"index_ready", "index_load_phase", "index_completeness", "fences_loaded",
-          "fences_expected", "gap_detected", "buckets_unmatched", "catchup_lag_ms"}) {
+      for (String gauge : new String[] {"index_ready", "index_load_phase", "index_phase_ms", "index_completeness", "fences_loaded",
+          "fences_expected", "gap_detected", "buckets_unmatched", "buckets_reread", "buckets_reread_unmatched", "catchup_lag_ms"}) {
         metrics.gauge(gauge, (Gauge<Double>) () -> value(gauge, subtask));
       }
+      metrics.gauge("buckets_unmatched_list", (Gauge<String>) () -> state == IndexState.REREADING && subtask == 1 ? "17, 203" : "");
     }
 
     private static double value(String gauge, int subtask) {
       IndexState s = state;
-      boolean ready = s == IndexState.READY || (subtask == 0 && s == IndexState.GAP);
+      boolean ready = s == IndexState.READY || (subtask == 0 && (s == IndexState.GAP || s == IndexState.REREADING));
+      boolean rereading = s == IndexState.REREADING && !ready;
       switch (gauge) {
         case "index_ready":
           return ready ? 1 : 0;
         case "index_load_phase":
-          return ready ? 6 : s == IndexState.GAP ? 7 : subtask == 0 ? 2 : 4;
+          return ready ? 6 : s == IndexState.GAP ? 7 : rereading ? 9 : subtask == 0 ? 2 : 4;
+        case "index_phase_ms":
+          return s == IndexState.GAP ? 800 : rereading ? 95_000 : 12_000;
         case "index_completeness":
-          return ready || s == IndexState.GAP ? 1 : subtask == 0 ? 0.5 : 0.42;
+          return ready || s == IndexState.GAP ? 1 : rereading ? 0.99 : subtask == 0 ? 0.5 : 0.42;
         case "fences_loaded":
         case "fences_expected":
           return 100 + 100 * subtask;
         case "gap_detected":
           return ready || s != IndexState.GAP ? 0 : 1;
         case "buckets_unmatched":
-          return ready || s == IndexState.GAP ? 0 : subtask == 0 ? 20 : 10;
+          return ready || s == IndexState.GAP ? 0 : rereading ? 2 : subtask == 0 ? 20 : 10;
+        case "buckets_reread":
+          return rereading ? 5 : 0;
+        case "buckets_reread_unmatched":
+          return rereading ? 3 : 0;
         case "catchup_lag_ms":
           return 3000;
         default:

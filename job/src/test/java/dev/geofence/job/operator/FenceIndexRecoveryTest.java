@@ -14,7 +14,9 @@ import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.Waiting;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.readiness.LoadPhase;
+import dev.geofence.state.readiness.Rereads;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.ServerSocket;
 import java.nio.file.Path;
@@ -281,8 +283,8 @@ class FenceIndexRecoveryTest {
 
   /**
    * A bucket left mismatched by an edit the stream never carried is read again; when the source
-   * does not answer that re-read, the bucket is read again once the source is back (at the same
-   * fingerprint version), and the index is ready again. Before, the failed re-read counted as done
+   * does not answer that re-read, the bucket is read again once the source is back (after its
+   * backoff, in the same episode), and the index is ready again. Before, the failed re-read counted as done
    * for that version, and the bucket's locations stayed held until an edit moved it on.
    */
   @Test
@@ -347,14 +349,148 @@ class FenceIndexRecoveryTest {
         advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "the bucket read again once the source is back");
         assertThat(operator.fences().seqOf("fence-3")).isEqualTo(2);
         assertThat(episodes(harness).stream().filter(e -> "rebuild".equals(e.startMode)).map(e -> e.installedAt).distinct())
-            .as("the re-read tried twice, each an episode of its own").hasSize(2);
+            .as("the re-read, tried twice, is one episode").hasSize(1);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.bucketsReread).as("read twice").isEqualTo(2);
+        assertThat(last.hydratedAt).isPositive();
       }
     } finally {
       pg.close();
     }
   }
 
+  /**
+   * Readiness always arrives (issue 32): restored state that lacks one fence of a bucket whose
+   * fingerprint says it is there (a corrupted bucket: no stream will ever bring that edit again)
+   * cannot match until the bucket is read again. Once the stream has passed the catch-up target and
+   * the clock is past the fingerprint, the bucket is read again although the subtask was never
+   * ready, and it becomes ready with the source's fences; the warm-up's episode says so. Before,
+   * only a subtask that had once been ready re-read a bucket, and this one held its locations for
+   * good.
+   */
+  @Test
+  void aRestoredBucketThatCannotMatchIsReadAgainBeforeTheFirstReady() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      insertSquares(db, 10);
+      OperatorSubtaskState snapshot = restoredStateWithout(db, "fence-3", 1_000);
+      try (Statement s = db.createStatement()) {
+        s.execute("SELECT pg_create_logical_replication_slot('slot_corrupt', 'pgoutput')");
+      }
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_corrupt"), null);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        advanceUntil(harness, () -> !operator.recovering(), "the gap check");
+        assertThat(operator.phase()).as("caught up, one bucket short of the source").isEqualTo(LoadPhase.VERIFYING);
+        harness.processElement2(location("o1", 2_000, 5, 5), 2_000);
+        harness.processBothWatermarks(new Watermark(1_000 + patience()));
+        assertThat(operator.recovering()).as("not yet a heartbeat interval past the fingerprint").isFalse();
+        harness.processBothWatermarks(new Watermark(1_000 + patience() + 1));
+        assertThat(operator.recovering()).as("its bucket read again").isTrue();
+        assertThat(operator.phase()).isEqualTo(LoadPhase.REREADING);
+        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready with the source's fences");
+        assertThat(operator.fences().isLive("fence-3")).isTrue();
+        harness.processBothWatermarks(new Watermark(3_000));
+        assertThat(triggers(harness)).as("o1, held meanwhile, inside all ten").hasSize(10);
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.startMode).as("the restore's own episode").isEqualTo("checkpoint");
+        assertThat(last.hydratedAt).isPositive();
+        assertThat(last.bucketsReread).isEqualTo(1);
+        assertThat(last.rereadReason).startsWith("bucket " + FenceBuckets.of("fence-3") + " still mismatched ")
+            .endsWith("; read again from the source");
+        assertThat(last.checksumMatch).isTrue();
+      }
+    }
+  }
+
+  /**
+   * A bucket whose source fingerprint disagrees with the source's own fences (written outside the
+   * versioning) cannot match even when read again: the subtask says so in its phase and keeps
+   * trying with backoff, never failing; once the source is put right, the next try makes it ready.
+   */
+  @Test
+  void aBucketThatCannotMatchEvenWhenReadAgainIsTriedAgainWithBackoff() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      insertSquares(db, 10);
+      int bucket = FenceBuckets.of("fence-3");
+      String flip = "UPDATE fence_bucket_stats SET checksum = checksum # 1, version = version + 1 WHERE bucket = " + bucket;
+      s.execute(flip);
+      OperatorSubtaskState snapshot = restoredStateWithout(db, null, 1_000);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_unmatchable', 'pgoutput')");
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_unmatchable"), null);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        advanceUntil(harness, () -> !operator.recovering(), "the gap check");
+        long clock = 1_000 + patience() + 1;
+        harness.processBothWatermarks(new Watermark(clock));
+        advanceUntil(harness, () -> !operator.recovering(), "the first re-read");
+        assertThat(operator.phase()).as("read again, still not matching").isEqualTo(LoadPhase.REREADING);
+        harness.processBothWatermarks(new Watermark(++clock));
+        assertThat(operator.recovering()).as("not again within the backoff").isFalse();
+        harness.setProcessingTime(harness.getProcessingTime() + Rereads.FIRST_RETRY_MS);
+        harness.processBothWatermarks(new Watermark(++clock));
+        assertThat(operator.recovering()).as("the second try, after the backoff").isTrue();
+        advanceUntil(harness, () -> !operator.recovering(), "the second re-read");
+        assertThat(operator.phase()).isEqualTo(LoadPhase.REREADING);
+        assertThat(episodes(harness).get(episodes(harness).size() - 1).bucketsReread).isEqualTo(2);
+
+        s.execute(flip);
+        harness.setProcessingTime(harness.getProcessingTime() + 2 * Rereads.FIRST_RETRY_MS);
+        harness.processBothWatermarks(new Watermark(++clock));
+        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready once the source is put right and read again");
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.bucketsReread).isEqualTo(3);
+        assertThat(last.hydratedAt).isPositive();
+      }
+    }
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
+
+  private static void insertSquares(Connection db, int n) throws Exception {
+    try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+      for (int i = 0; i < n; i++) {
+        insert.setString(1, "fence-" + i);
+        insert.setBytes(2, new WKBWriter().write(new WKTReader().read(SQUARE)));
+        insert.execute();
+      }
+    }
+  }
+
+  /**
+   * The state of a job that read every row of the source (but {@code missing}'s, if not null: a
+   * bucket corrupted) and streamed up to {@link #FAR_LSN}, committed at {@code time}.
+   */
+  private static OperatorSubtaskState restoredStateWithout(Connection db, String missing, long time) throws Exception {
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
+      harness.open();
+      dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
+          change -> {
+            if (change.kind != FenceChange.Kind.FENCE || !change.fenceId.equals(missing)) {
+              try {
+                harness.processElement1(change, 0);
+              } catch (Exception e) {
+                throw new AssertionError(e);
+              }
+            }
+          });
+      heartbeat(harness, FAR_LSN, time);
+      return harness.snapshot(1, time);
+    }
+  }
+
+  /** How far the clock must be past a fingerprint before its bucket is read again: the heartbeat interval. */
+  private static long patience() {
+    return FenceSourceOptions.builder().url("jdbc:postgresql://h/db").username("u").password("").build().heartbeatInterval().toMillis();
+  }
 
   /**
    * Moves the harness's processing time on in the operator's poll steps, so that its timers take

@@ -22,7 +22,13 @@ public enum LoadPhase {
   /** The fences are being (or are waiting to be) rebuilt from the source of truth. */
   REBUILDING(7, "rebuilding"),
   /** A fresh start: the fences are read from the source of truth, each subtask its own buckets. */
-  LOADING(8, "loading");
+  LOADING(8, "loading"),
+  /**
+   * Caught up, yet some owned buckets stayed mismatched past the bound: they are read again from
+   * the source (or wait for their next try, with backoff, after a re-read that did not match or did
+   * not reach the source). Locations of this subtask wait meanwhile.
+   */
+  REREADING(9, "re-reading");
 
   private final int code;
   private final String label;

@@ -26,6 +26,8 @@ public final class Readiness {
   /** A fresh start that reads the source itself: nothing is verified until that read is done. */
   private boolean loading;
   private String distrust;
+  /** Whether buckets that stayed mismatched are being read again from the source ({@link Rereads}). */
+  private boolean rereading;
   private long catchUpTarget;
   private long streamLsn;
   private long streamTime;
@@ -133,6 +135,14 @@ public final class Readiness {
     return Long.compareUnsigned(streamLsn, catchUpTarget) >= 0 && !versions.proofPending();
   }
 
+  /**
+   * Whether buckets that stayed mismatched past the bound are being healed: read again from the
+   * source, or waiting for their next try. Only the phase says it; readiness is the fingerprints'.
+   */
+  public void rereading(boolean rereading) {
+    this.rereading = rereading;
+  }
+
   /** Provably complete: locations may be evaluated. */
   public boolean ready() {
     return verified && distrust == null && caughtUp() && fingerprints.ready();
@@ -144,7 +154,7 @@ public final class Readiness {
         : loading ? LoadPhase.LOADING
         : !verified ? LoadPhase.GAP_CHECK
         : !caughtUp() ? LoadPhase.CATCHING_UP
-        : !fingerprints.ready() ? LoadPhase.VERIFYING
+        : !fingerprints.ready() ? (rereading ? LoadPhase.REREADING : LoadPhase.VERIFYING)
         : LoadPhase.READY;
   }
 

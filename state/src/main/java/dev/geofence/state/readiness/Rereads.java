@@ -8,20 +8,28 @@ import java.util.Map;
  * When a bucket that stays mismatched is read again from the source. The fence clock applies
  * every edit committed before it, so a bucket still mismatched once the clock is more than a
  * heartbeat interval past its fingerprint's commit time differs for real: the stream never carried
- * one of its edits. Such a bucket is read again, once per fingerprint version (a source whose own
- * fingerprint disagrees with its fences is re-read again only at a newer one), and after the source
- * was found unreachable none is before the retry interval has passed. Not thread-safe.
+ * one of its edits, or the restored state lacks one. Such a bucket is read again, whether or not
+ * its subtask was ever ready. A bucket that does not match after its re-read (the source's own
+ * fingerprint disagrees with its fences, or the source did not answer) is tried again with
+ * backoff, {@link #FIRST_RETRY_MS} doubling up to {@link #LONGEST_RETRY_MS}, for as long as it
+ * stays mismatched; once it matches, its next mismatch starts afresh. Not thread-safe.
  */
 public final class Rereads {
 
   /** The buckets overdue for a re-read, and how far the clock is past the oldest of their fingerprints. */
   public record Overdue(int[] buckets, long longestMillis) {}
 
+  /** How long after its first re-read a bucket that still does not match is read again. */
+  public static final long FIRST_RETRY_MS = 2_000;
+  /** The longest wait between two re-reads of a bucket: a bucket that never matches costs one read per this. */
+  public static final long LONGEST_RETRY_MS = 300_000;
+
   private final Map<Integer, Long> fingerprintTimes = new HashMap<>();
-  private final Map<Integer, Long> fingerprintVersions = new HashMap<>();
-  private final Map<Integer, Long> rereadVersions = new HashMap<>();
-  private long notBefore = Long.MIN_VALUE;
+  /** Re-reads of each bucket since it last matched, and when it may be read again (processing time). */
+  private final Map<Integer, Integer> attempts = new HashMap<>();
+  private final Map<Integer, Long> retryAt = new HashMap<>();
   private long count;
+  private long unmatchedAfter;
 
   /**
    * A bucket's fingerprint took effect.
@@ -29,8 +37,7 @@ public final class Rereads {
    * @param commitTime when the stream's transaction committed it, or null for a read's, which has
    *     none: the stream's last one still says how old the bucket's fingerprint is
    */
-  public void fingerprint(int bucket, long version, Long commitTime) {
-    fingerprintVersions.put(bucket, version);
+  public void fingerprint(int bucket, Long commitTime) {
     if (commitTime != null) {
       fingerprintTimes.put(bucket, commitTime);
     }
@@ -38,21 +45,29 @@ public final class Rereads {
 
   /**
    * Of the {@code unmatched} buckets, those due for a re-read when the clock is at {@code clockTime}
-   * and the processing time is {@code now}, taken as re-read at their fingerprints' versions; null
-   * if none is.
+   * and the processing time is {@code now}, taken as re-read now; null if none is. Buckets not among
+   * {@code unmatched} match again, and start afresh.
    *
    * @param patienceMillis how far the clock may be past a fingerprint before its bucket is overdue
    */
   public Overdue overdue(int[] unmatched, long clockTime, long patienceMillis, long now) {
-    if (now < notBefore) {
-      return null;
+    if (!attempts.isEmpty()) {
+      Map<Integer, Integer> still = new HashMap<>();
+      for (int b : unmatched) {
+        Integer tried = attempts.get(b);
+        if (tried != null) {
+          still.put(b, tried);
+        }
+      }
+      attempts.keySet().retainAll(still.keySet());
+      retryAt.keySet().retainAll(still.keySet());
     }
     int[] due = new int[unmatched.length];
     int n = 0;
     long longest = 0;
     for (int b : unmatched) {
       Long at = fingerprintTimes.get(b);
-      if (at != null && clockTime - at > patienceMillis && !fingerprintVersions.get(b).equals(rereadVersions.get(b))) {
+      if (at != null && clockTime - at > patienceMillis && now >= retryAt.getOrDefault(b, Long.MIN_VALUE)) {
         due[n++] = b;
         longest = Math.max(longest, clockTime - at);
       }
@@ -62,25 +77,38 @@ public final class Rereads {
     }
     int[] buckets = Arrays.copyOf(due, n);
     for (int b : buckets) {
-      rereadVersions.put(b, fingerprintVersions.get(b));
+      int tried = attempts.merge(b, 1, Integer::sum);
+      retryAt.put(b, now + backoff(tried));
     }
     count += n;
     return new Overdue(buckets, longest);
   }
 
+  /** The wait after the {@code tried}-th re-read of a bucket before its next. */
+  static long backoff(int tried) {
+    return tried > 20 ? LONGEST_RETRY_MS : Math.min(LONGEST_RETRY_MS, FIRST_RETRY_MS << (tried - 1));
+  }
+
   /**
-   * A re-read of {@code buckets} found the source unreachable: they were not read, so they are due
-   * again at the same versions, if still mismatched, from {@code retryAt} on.
+   * A re-read ended and these of its buckets still do not match (or the source did not answer, so
+   * none was read): they are tried again after their backoff, if they stay mismatched.
    */
-  public void unreachable(int[] buckets, long retryAt) {
-    notBefore = retryAt;
-    for (int b : buckets) {
-      rereadVersions.remove(b);
-    }
+  public void stillUnmatched(int... buckets) {
+    unmatchedAfter += buckets.length;
+  }
+
+  /** Whether some bucket has been re-read and not matched since (being read, or waiting for its next try). */
+  public boolean retrying() {
+    return !attempts.isEmpty();
   }
 
   /** Buckets re-read so far. */
   public long count() {
     return count;
+  }
+
+  /** Buckets whose re-read did not leave them matching, or did not reach the source, so far. */
+  public long unmatchedAfterReread() {
+    return unmatchedAfter;
   }
 }

@@ -63,6 +63,11 @@ class ReadinessTest {
     assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
     readiness.fingerprints().add("b", 2);
     assertThat(readiness.phase()).as("b@2 is held, the source says a@1").isEqualTo(LoadPhase.VERIFYING);
+    readiness.rereading(true);
+    assertThat(readiness.phase()).as("its bucket read again from the source").isEqualTo(LoadPhase.REREADING);
+    assertThat(readiness.ready()).isFalse();
+    readiness.fingerprints().remove("b", 2);
+    assertThat(readiness.phase()).as("matched again, whatever the re-reads").isEqualTo(LoadPhase.READY);
   }
 
   /** Restored state: one fence a@1 and every bucket's fingerprint of it. */

@@ -9,48 +9,81 @@ class RereadsTest {
   private static final long PATIENCE = 500;
 
   @Test
-  void aBucketIsOverdueOncePastItsFingerprintByMoreThanThePatienceAndOncePerVersion() {
+  void aBucketIsOverdueOncePastItsFingerprintByMoreThanThePatience() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(5, 10, 1_000L);
-    rereads.fingerprint(6, 3, 1_200L);
+    rereads.fingerprint(5, 1_000L);
+    rereads.fingerprint(6, 1_200L);
     int[] unmatched = {5, 6, 7}; // 7: no fingerprint streamed yet, so never overdue
     assertThat(rereads.overdue(unmatched, 1_500, PATIENCE, 0)).as("at the patience, not past it").isNull();
     Rereads.Overdue first = rereads.overdue(unmatched, 1_501, PATIENCE, 0);
     assertThat(first.buckets()).containsExactly(5);
     assertThat(first.longestMillis()).isEqualTo(501);
     Rereads.Overdue second = rereads.overdue(unmatched, 2_000, PATIENCE, 0);
-    assertThat(second.buckets()).as("5 was read at its version already").containsExactly(6);
+    assertThat(second.buckets()).as("5 is being read already").containsExactly(6);
     assertThat(second.longestMillis()).isEqualTo(800);
-    assertThat(rereads.overdue(unmatched, 9_000, PATIENCE, 0)).isNull();
-    rereads.fingerprint(5, 11, 8_000L);
-    assertThat(rereads.overdue(unmatched, 9_000, PATIENCE, 0).buckets()).as("a newer version").containsExactly(5);
-    assertThat(rereads.count()).isEqualTo(3);
+    assertThat(rereads.count()).isEqualTo(2);
+    assertThat(rereads.retrying()).isTrue();
   }
 
-  /** A read's fingerprint has no commit time: it is a version of its own, as old as the stream's last one. */
+  /** A bucket its re-read left mismatched is read again after 2 s, 4 s, 8 s, ... up to 5 min, for as long as it stays so. */
   @Test
-  void aReadsFingerprintIsANewVersionAsOldAsTheStreamsLast() {
+  void aBucketThatStaysMismatchedIsReadAgainWithBackoffForAsLongAsItDoes() {
+    Rereads rereads = new Rereads();
+    rereads.fingerprint(3, 0L);
+    int[] unmatched = {3};
+    long now = 10_000;
+    long waited = 0;
+    for (int tried = 1; tried <= 12; tried++) {
+      assertThat(rereads.overdue(unmatched, 60_000, PATIENCE, now).buckets()).as("try %d", tried).containsExactly(3);
+      rereads.stillUnmatched(3);
+      long wait = Math.min(Rereads.LONGEST_RETRY_MS, Rereads.FIRST_RETRY_MS << (tried - 1));
+      assertThat(rereads.overdue(unmatched, 60_000, PATIENCE, now + wait - 1)).as("before the backoff of try %d", tried).isNull();
+      now += wait;
+      waited += wait;
+    }
+    assertThat(waited).as("2 + 4 + ... + 256 s, then 5 min each").isEqualTo(510_000 + 4 * 300_000);
+    assertThat(rereads.count()).isEqualTo(12);
+    assertThat(rereads.unmatchedAfterReread()).isEqualTo(12);
+    assertThat(Rereads.backoff(Integer.MAX_VALUE)).isEqualTo(Rereads.LONGEST_RETRY_MS);
+  }
+
+  /** Once a bucket matches again, its next mismatch is read at once: the backoff was for the mismatch that ended. */
+  @Test
+  void aBucketThatMatchedAgainStartsAfresh() {
+    Rereads rereads = new Rereads();
+    rereads.fingerprint(4, 0L);
+    assertThat(rereads.overdue(new int[] {4}, 10_000, PATIENCE, 0).buckets()).containsExactly(4);
+    assertThat(rereads.overdue(new int[] {4}, 10_000, PATIENCE, 1)).as("within its backoff").isNull();
+    assertThat(rereads.overdue(new int[0], 10_000, PATIENCE, 2)).isNull();
+    assertThat(rereads.retrying()).as("it matches").isFalse();
+    rereads.fingerprint(4, 20_000L);
+    assertThat(rereads.overdue(new int[] {4}, 20_501, PATIENCE, 3).buckets()).as("a new mismatch").containsExactly(4);
+  }
+
+  /** A read's fingerprint has no commit time: the stream's last one still says how old the bucket's fingerprint is. */
+  @Test
+  void aReadsFingerprintKeepsTheStreamsTime() {
     Rereads rereads = new Rereads();
     int[] unmatched = {9};
-    rereads.fingerprint(9, 4, null);
+    rereads.fingerprint(9, null);
     assertThat(rereads.overdue(unmatched, 100_000, PATIENCE, 0)).as("no streamed fingerprint to measure from").isNull();
-    rereads.fingerprint(9, 5, 1_000L);
-    assertThat(rereads.overdue(unmatched, 2_000, PATIENCE, 0).buckets()).containsExactly(9);
-    rereads.fingerprint(9, 6, null);
+    rereads.fingerprint(9, 1_000L);
+    rereads.fingerprint(9, null);
     assertThat(rereads.overdue(unmatched, 2_000, PATIENCE, 0).buckets()).containsExactly(9);
   }
 
-  /** A re-read that found the source unreachable read nothing: its buckets are due again, at the same versions, after the retry. */
+  /** A re-read that found the source unreachable read nothing: its buckets are due again after their backoff. */
   @Test
-  void aRereadTheSourceDidNotAnswerIsDueAgainAfterTheRetry() {
+  void aRereadTheSourceDidNotAnswerIsDueAgainAfterItsBackoff() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(1, 7, 0L);
-    rereads.fingerprint(2, 7, 0L);
+    rereads.fingerprint(1, 0L);
+    rereads.fingerprint(2, 0L);
     assertThat(rereads.overdue(new int[] {1}, 1_000, PATIENCE, 10).buckets()).containsExactly(1);
-    assertThat(rereads.overdue(new int[] {2}, 1_000, PATIENCE, 20).buckets()).containsExactly(2);
-    rereads.unreachable(new int[] {2}, 2_020);
+    assertThat(rereads.overdue(new int[] {1, 2}, 1_000, PATIENCE, 20).buckets()).containsExactly(2);
+    rereads.stillUnmatched(2);
     int[] both = {1, 2};
-    assertThat(rereads.overdue(both, 1_000, PATIENCE, 2_019)).as("before the retry").isNull();
-    assertThat(rereads.overdue(both, 1_000, PATIENCE, 2_020).buckets()).as("1 was read; 2 was not").containsExactly(2);
+    assertThat(rereads.overdue(both, 1_000, PATIENCE, 2_009)).as("before either backoff").isNull();
+    assertThat(rereads.overdue(both, 1_000, PATIENCE, 2_019).buckets()).as("1's backoff has passed, 2's not").containsExactly(1);
+    assertThat(rereads.overdue(both, 1_000, PATIENCE, 2_020).buckets()).containsExactly(2);
   }
 }
