@@ -77,9 +77,7 @@ class KafkaRestartITCase extends EndToEndFixture {
       threeWayCheck("kafka-restart", 20_000);
       assertThat(assertWarmUps(job, 2, "fresh")).as("the job waited for the broker and never failed over")
           .allSatisfy(e -> assertThat(e.attempt()).isZero());
-      // Before the broker goes: a Kafka writer closed without it waits minutes on its transaction.
-      job.cancel().get();
-      Waiting.until("the job to be cancelled", PATIENCE, () -> job.getJobStatus().get().isGloballyTerminalState());
+      cancelJobs();
     }
   }
 

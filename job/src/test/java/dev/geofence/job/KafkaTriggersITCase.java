@@ -72,6 +72,7 @@ class KafkaTriggersITCase extends EndToEndFixture {
       assertThat(everything).as("the aborted transactions' records are still in the log").hasSizeGreaterThan(committed.size());
       JsonNode first = JSON.readTree(kafka.values("triggers", true).get(0));
       assertThat(first.get("event_time").asText()).endsWith("Z");
+      cancelJobs();
     }
   }
 }
