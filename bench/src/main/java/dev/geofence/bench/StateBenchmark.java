@@ -96,7 +96,7 @@ public final class StateBenchmark {
     env.enableCheckpointing(10_000);
     GeofenceJob.Endpoints endpoints = new GeofenceJob.Endpoints(
         BenchFences.source(fences, editsPerSecond),
-        LocationSources.generator(MovingObjects.Lines.onTheWallClock(new MovingObjects(100, 0, 0, 1, 1, System.currentTimeMillis(), 1000))),
+        LocationSources.generator(new MovingObjects.Lines(new MovingObjects(100, 0, 0, 1, 1, System.currentTimeMillis(), 1000))),
         new DiscardingSink<>(), new DiscardingSink<>(), new DiscardingSink<>(), new Episodes(),
         new DiscardingSink<>(), Duration.ofSeconds(1), null);
     GeofenceJob.build(env, endpoints, JobSettings.defaults());

@@ -3,14 +3,19 @@ package dev.geofence.job;
 import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.flink.api.common.typeutils.base.array.BytePrimitiveArraySerializer;
+import org.apache.flink.core.fs.FSDataInputStream;
 import org.apache.flink.core.fs.FileStatus;
 import org.apache.flink.core.fs.FileSystem;
 import org.apache.flink.runtime.checkpoint.Checkpoints;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
+import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.runtime.state.CompletedCheckpointStorageLocation;
 import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
 import org.apache.flink.runtime.state.KeyGroupsSavepointStateHandle;
@@ -20,6 +25,7 @@ import org.apache.flink.runtime.state.OperatorStateHandle;
 import org.apache.flink.runtime.state.StreamStateHandle;
 import org.apache.flink.runtime.state.filesystem.AbstractFsCheckpointStorageAccess;
 import org.apache.flink.runtime.state.filesystem.FileStateHandle;
+import org.apache.flink.shaded.guava31.com.google.common.hash.Hashing;
 
 /**
  * Reads a savepoint's (or retained checkpoint's) metadata and checks that every state file it
@@ -90,6 +96,44 @@ public final class SavepointFiles {
     }
     return parallelism;
   }
+
+  /**
+   * The splits the readers of the source with uid {@code sourceUid} held in the savepoint, each as
+   * the source's split serializer wrote it (version first): where a restored run of that source
+   * resumes. Empty if the savepoint holds no such source.
+   *
+   * @throws IllegalArgumentException if a state file cannot be read
+   */
+  public static List<byte[]> readerSplits(CheckpointMetadata metadata, String sourceUid) {
+    // The operator id Flink derives from a uid (StreamGraphHasherV2: murmur3_128 of its UTF-8 bytes).
+    OperatorID id = new OperatorID(Hashing.murmur3_128(0).hashString(sourceUid, StandardCharsets.UTF_8).asBytes());
+    List<byte[]> splits = new ArrayList<>();
+    for (OperatorState operator : metadata.getOperatorStates()) {
+      if (!operator.getOperatorID().equals(id)) {
+        continue;
+      }
+      for (OperatorSubtaskState subtask : operator.getSubtaskStates().values()) {
+        for (OperatorStateHandle state : subtask.getManagedOperatorState()) {
+          OperatorStateHandle.StateMetaInfo splitsState = state.getStateNameToPartitionOffsets().get(SOURCE_READER_STATE);
+          if (splitsState == null) {
+            continue;
+          }
+          try (FSDataInputStream in = state.openInputStream()) {
+            for (long offset : splitsState.getOffsets()) {
+              in.seek(offset);
+              splits.add(BytePrimitiveArraySerializer.INSTANCE.deserialize(new DataInputViewStreamWrapper(in)));
+            }
+          } catch (IOException e) {
+            throw new IllegalArgumentException("the savepoint's state of " + sourceUid + " cannot be read (" + reason(e) + ")");
+          }
+        }
+      }
+    }
+    return splits;
+  }
+
+  /** The operator state in which a source operator keeps its readers' splits (Flink's SourceOperator). */
+  private static final String SOURCE_READER_STATE = "SourceReaderState";
 
   private static String reason(Exception e) {
     return e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();

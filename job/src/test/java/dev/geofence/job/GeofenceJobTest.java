@@ -35,7 +35,7 @@ class GeofenceJobTest {
    */
   @Test
   void generatedLocationsAreReadByOneReaderAndOthersByAll() {
-    assertThat(locationSourceParallelism(LocationSources.generator(MovingObjects.Lines.fixed(new MovingObjects(10, 0, 0, 10, 10, 0, 1000))))).isEqualTo(1);
+    assertThat(locationSourceParallelism(LocationSources.generator(new MovingObjects.Lines(new MovingObjects(10, 0, 0, 10, 10, 0, 1000))))).isEqualTo(1);
     assertThat(locationSourceParallelism(LocationSources.files("/tmp/locations", Duration.ofSeconds(1)))).isEqualTo(3);
   }
 

@@ -43,58 +43,31 @@ public record MovingObjects(
     return LocationJson.format(location(n));
   }
 
-  /** The same objects with their timeline moved earlier by {@code millis}. */
-  private MovingObjects earlierBy(long millis) {
-    return new MovingObjects(objects, minLon, minLat, maxLon, maxLat, startMillis - millis, stepMillis);
-  }
-
   /**
    * The lines of a generator source: {@link #line}, each emitted once the wall clock has reached
    * its timestamp, a lap's objects spread over the lap (a reader that is behind, after its start-up
-   * or a restore, catches up as fast as it can).
-   *
-   * <p>A reader restored from a savepoint goes on from the sequence number it had reached. Under
-   * a {@linkplain #fixed fixed} timeline its locations are the first run's to the bit, so a replay
-   * after a failover emits the same lines and causes the same triggers; the submitter gives the
-   * restored run a start that puts the savepoint's position at the wall clock (the demo moves the
-   * first run's start by the time the job was stopped). A timeline that {@linkplain #onTheWallClock
-   * follows the clock} starts at the submission, which would stamp a restored reader's locations
-   * ahead by as long as the runs before had lasted (held that long, and refused as
-   * FUTURE_TIMESTAMP past the clock skew); so a reader whose first location lies ahead of the wall
-   * clock moves the whole timeline back to start there. That move is not in the source's
-   * checkpointed state ({@code DataGeneratorSource} keeps only the sequence number), so a failover
-   * of a restored run moves it again: its replay is stamped later, and the triggers it causes are
-   * written a second time.
+   * or a restore, catches up as fast as it can). The timeline is fixed: a reader restored from a
+   * checkpoint goes on from the sequence number it had reached, so the replay of a failover emits
+   * the first attempt's lines to the bit and causes the same triggers. A run restored from a
+   * savepoint is given a timeline whose start puts the savepoint's position at the wall clock
+   * (the {@code run} command reads that position from the savepoint).
    */
   public static final class Lines implements GeneratorFunction<Long, String> {
     private static final long serialVersionUID = 1L;
 
     private final MovingObjects objects;
-    private final boolean movable;
-    private transient MovingObjects timeline;
 
-    private Lines(MovingObjects objects, boolean movable) {
+    public Lines(MovingObjects objects) {
       this.objects = objects;
-      this.movable = movable;
     }
 
-    /** Lines on the objects' own timeline, never moved: replays are exact. */
-    public static Lines fixed(MovingObjects objects) {
-      return new Lines(objects, false);
-    }
-
-    /** Lines whose timeline a reader moves back once if its first location is ahead of the wall clock. */
-    public static Lines onTheWallClock(MovingObjects objects) {
-      return new Lines(objects, true);
+    public MovingObjects objects() {
+      return objects;
     }
 
     @Override
     public String map(Long n) throws InterruptedException {
-      if (timeline == null) {
-        long ahead = objects.location(n).timestamp - System.currentTimeMillis();
-        timeline = movable && ahead > 0 ? objects.earlierBy(ahead) : objects;
-      }
-      Location location = timeline.location(n);
+      Location location = objects.location(n);
       // A lap's objects share its timestamp and are emitted spread over the lap, as a rate limiter
       // would: the reader's thread, which also takes the checkpoints, then never waits for long.
       long due = location.timestamp + (n % objects.objects()) * objects.stepMillis() / objects.objects();

@@ -57,7 +57,7 @@ class LocationSourcesTest {
     for (long n = 0; n < 30; n++) {
       expected.add(OBJECTS.line(n));
     }
-    assertThat(read(LocationSources.generator(MovingObjects.Lines.fixed(OBJECTS)), 30)).containsExactlyInAnyOrderElementsOf(expected);
+    assertThat(read(LocationSources.generator(new MovingObjects.Lines(OBJECTS)), 30)).containsExactlyInAnyOrderElementsOf(expected);
     for (String line : expected) {
       Location l = LocationJson.parse(line);
       assertThat(l.lon).isBetween(0.0, 10.0);
@@ -66,48 +66,16 @@ class LocationSourcesTest {
   }
 
   /**
-   * A reader restored from a savepoint goes on from its sequence number under a timeline that
-   * starts at the new submission; it must stamp on the wall clock, not ahead by the runs before.
-   */
-  @Test
-  void aGeneratorRestoredFarAlongItsSequenceStampsOnTheWallClock() throws Exception {
-    long submitted = System.currentTimeMillis();
-    MovingObjects objects = new MovingObjects(7, 0, 0, 10, 10, submitted, 1000);
-    MovingObjects.Lines lines = MovingObjects.Lines.onTheWallClock(objects);
-    long restoredAt = 3_600L * 7 + 3; // an hour of laps into the sequence
-    long before = System.currentTimeMillis();
-    Location first = LocationJson.parse(lines.map(restoredAt));
-    long after = System.currentTimeMillis();
-    assertThat(first.timestamp).isBetween(before, after);
-    Location asNumbered = objects.location(restoredAt);
-    assertThat(first.objectId).isEqualTo(asNumbered.objectId);
-    assertThat(first.lon).isEqualTo(asNumbered.lon);
-    assertThat(first.lat).isEqualTo(asNumbered.lat);
-    // The rest of the timeline moves with it, a lap a step.
-    assertThat(LocationJson.parse(lines.map(restoredAt + 7)).timestamp).isEqualTo(first.timestamp + 1000);
-    assertThat(LocationJson.parse(lines.map(restoredAt + 7)).lon).isEqualTo(objects.location(restoredAt + 7).lon);
-  }
-
-  /** A timeline that is not ahead of the wall clock, as in a fresh run or its failover, is left as numbered. */
-  @Test
-  void aGeneratorBehindTheWallClockEmitsItsLinesAsNumbered() throws Exception {
-    MovingObjects.Lines lines = MovingObjects.Lines.onTheWallClock(OBJECTS);
-    for (long n = 500; n < 530; n++) {
-      assertThat(lines.map(n)).isEqualTo(OBJECTS.line(n));
-    }
-  }
-
-  /**
-   * A fixed timeline is never moved, ahead of the wall clock or not: each line is emitted as
-   * numbered once the clock reaches its stamp, so a replay emits what the first run did.
+   * The timeline is never moved, ahead of the wall clock or not: each line is emitted as numbered
+   * once the clock reaches its stamp, so a replay emits what the first run did.
    */
   @Test
   void aFixedTimelineEmitsEachLineAsNumberedWhenItsTimeComes() throws Exception {
     MovingObjects soon = new MovingObjects(7, 0, 0, 10, 10, System.currentTimeMillis() + 700, 1000);
-    MovingObjects.Lines lines = MovingObjects.Lines.fixed(soon);
+    MovingObjects.Lines lines = new MovingObjects.Lines(soon);
     assertThat(lines.map(3L)).isEqualTo(soon.line(3));
     assertThat(System.currentTimeMillis()).isGreaterThanOrEqualTo(soon.location(3).timestamp);
-    MovingObjects.Lines replay = MovingObjects.Lines.fixed(soon);
+    MovingObjects.Lines replay = new MovingObjects.Lines(soon);
     for (long n = 3; n < 10; n++) {
       assertThat(replay.map(n)).isEqualTo(soon.line(n));
     }

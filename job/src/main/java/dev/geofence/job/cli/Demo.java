@@ -10,12 +10,9 @@ import dev.geofence.job.GeneratedFences;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.PrintStream;
-import java.io.Reader;
-import java.io.Writer;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.FileTime;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -28,7 +25,6 @@ import java.time.LocalTime;
 import java.time.ZoneId;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Properties;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -86,8 +82,6 @@ final class Demo {
       OPTIONS.help());
 
   private static final String SLOT = "geofence";
-  /** The moving objects' timeline, kept next to the savepoints for the run that restores one. */
-  private static final String TIMELINE = "timeline.properties";
 
   private Demo() {}
 
@@ -123,10 +117,9 @@ final class Demo {
     AtomicReference<JobClient> job = new AtomicReference<>();
     AtomicBoolean stopping = new AtomicBoolean();
     Path savepoint = newestSavepoint(savepoints);
-    Long timeline = savepoint == null ? Long.valueOf(System.currentTimeMillis()) : timelineStart(dir, savepoint, System.currentTimeMillis());
     Thread stop = new Thread(() -> {
       stopping.set(true);
-      stop(job.get(), dir, timeline, postgres, out);
+      stop(job.get(), dir, postgres, out);
     });
     Runtime.getRuntime().addShutdownHook(stop);
     String url = "jdbc:postgresql://localhost:" + port + "/postgres";
@@ -151,7 +144,7 @@ final class Demo {
     run.set(GeofenceOptions.SOURCE_USER, "postgres");
     run.set(GeofenceOptions.JOB_NAME, JOB_NAME);
     run.set(GeofenceOptions.SLOT, SLOT);
-    run.set(GeofenceOptions.LOCATIONS, "generator:" + objects + (timeline == null ? "" : ",start=" + timeline));
+    run.set(GeofenceOptions.LOCATIONS, "generator:" + objects);
     run.set(GeofenceOptions.PARALLELISM, parallelism);
     run.set(GeofenceOptions.CHECKPOINT_INTERVAL, Duration.ofSeconds(5));
     run.set(GeofenceOptions.CHECKPOINT_DIR, dir.resolve("checkpoints").toUri().toString());
@@ -161,9 +154,8 @@ final class Demo {
     if (savepoint != null) {
       run.set(GeofenceOptions.FROM_SAVEPOINT, savepoint.toString());
       out.printf("[demo] restoring the job from %s%n", savepoint);
-      out.println(timeline == null
-          ? "[demo] the savepoint has no recorded timeline: the moving objects go on from the wall clock"
-          : "[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
+      // The run command puts the generator's position in the savepoint at the wall clock.
+      out.println("[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
     job.set(GeofenceCommand.prepare(run, "").executeAsync());
@@ -200,16 +192,16 @@ final class Demo {
     } catch (IllegalStateException shuttingDown) {
       return; // Ctrl-C or a SIGTERM: the shutdown hook stops the job and then PostgreSQL
     }
-    stop(job.get(), dir, timeline, postgres, out);
+    stop(job.get(), dir, postgres, out);
   }
 
   /** The job's name in Flink and in {@code hydration_history}. */
   static final String JOB_NAME = "geofence-demo";
 
   /** Stops the job, if it was started, with a savepoint for the next run (or cancels it), then PostgreSQL. */
-  private static void stop(JobClient job, Path dir, Long timeline, EmbeddedPostgres postgres, PrintStream out) {
+  private static void stop(JobClient job, Path dir, EmbeddedPostgres postgres, PrintStream out) {
     if (job != null) {
-      stopJob(job, dir, timeline, out);
+      stopJob(job, dir, out);
     }
     try {
       postgres.close();
@@ -219,20 +211,13 @@ final class Demo {
     }
   }
 
-  private static void stopJob(JobClient job, Path dir, Long timeline, PrintStream out) {
+  private static void stopJob(JobClient job, Path dir, PrintStream out) {
     out.println("[demo] stopping the job with a savepoint");
     Path savepoints = savepoints(dir);
     try {
       String path = job.stopWithSavepoint(false, savepoints.toUri().toString(), SavepointFormatType.CANONICAL)
           .get(60, TimeUnit.SECONDS);
       Path savepoint = Path.of(URI.create(path));
-      if (timeline != null) {
-        try {
-          keepTimeline(dir, savepoint, timeline, System.currentTimeMillis());
-        } catch (IOException e) {
-          out.printf("[demo] the moving objects' timeline was not kept (%s): the next demo's go on from the wall clock%n", rootCause(e));
-        }
-      }
       out.printf("[demo] savepoint %s; a demo started in this directory again restores from it%n", path);
       removeOlderSavepoints(savepoints, savepoint);
     } catch (Exception e) {
@@ -243,46 +228,6 @@ final class Demo {
         // the job has ended already
       }
     }
-  }
-
-  /**
-   * The start of the moving objects' timeline for a job restored from {@code savepoint}: the start
-   * of the run that took it, moved on by the time since it was taken, so that the savepoint's
-   * position in the sequence lands on the wall clock. The timeline stays fixed for the whole run,
-   * so a failover's replay emits the same locations and writes no trigger twice. Null when the
-   * demo recorded no timeline for that savepoint (a demo of an earlier release took it): then the
-   * generator follows the wall clock.
-   */
-  static Long timelineStart(Path dir, Path savepoint, long now) throws IOException {
-    Path file = dir.resolve(TIMELINE);
-    if (!Files.isRegularFile(file)) {
-      return null;
-    }
-    Properties kept = new Properties();
-    try (Reader in = Files.newBufferedReader(file)) {
-      kept.load(in);
-    }
-    if (!savepoint.getFileName().toString().equals(kept.getProperty("savepoint"))) {
-      return null;
-    }
-    try {
-      return Long.parseLong(kept.getProperty("start")) + Math.max(0, now - Long.parseLong(kept.getProperty("stopped")));
-    } catch (NumberFormatException e) {
-      return null;
-    }
-  }
-
-  /** Records that the job was stopped at {@code stopped} into {@code savepoint}, its timeline starting at {@code start}. */
-  static void keepTimeline(Path dir, Path savepoint, long start, long stopped) throws IOException {
-    Properties kept = new Properties();
-    kept.setProperty("savepoint", savepoint.getFileName().toString());
-    kept.setProperty("start", Long.toString(start));
-    kept.setProperty("stopped", Long.toString(stopped));
-    Path written = dir.resolve(TIMELINE + ".new");
-    try (Writer w = Files.newBufferedWriter(written)) {
-      kept.store(w, "the demo's moving objects: where the timeline of the job in this savepoint started, and when it was stopped");
-    }
-    Files.move(written, dir.resolve(TIMELINE), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
   }
 
   /** Where the demo in {@code dir} keeps its savepoints. */

@@ -21,6 +21,7 @@ import dev.geofence.job.StateSettings;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -32,6 +33,7 @@ import java.util.List;
 import java.util.Locale;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.MemorySize;
@@ -42,6 +44,9 @@ import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
+import org.apache.flink.core.io.SimpleVersionedSerialization;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
+import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.TimeUtils;
 import org.slf4j.Logger;
@@ -196,8 +201,12 @@ public final class GeofenceCommand {
     if (jobName.isBlank()) {
       throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.JOB_NAME.key()) + " must not be blank");
     }
+    // A damaged savepoint is refused here, in one sentence: Flink would fail its restore at every attempt.
+    String savepoint = RUN.get(options, GeofenceOptions.FROM_SAVEPOINT);
+    CheckpointMetadata restored = savepoint == null ? null : SavepointFiles.check(savepoint);
     String group = RUN.get(options, GeofenceOptions.LOCATIONS_GROUP);
-    Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group);
+    Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group,
+        restored);
     String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
@@ -235,12 +244,6 @@ public final class GeofenceCommand {
     RUN.get(options, GeofenceOptions.STATE_BACKEND);
     // Flink reads the port from the key the flag set; read here so that a bad one fails in one sentence.
     RUN.get(options, GeofenceOptions.REST_PORT);
-
-    // A damaged savepoint is refused here, in one sentence: Flink would fail its restore at every attempt.
-    String savepoint = RUN.get(options, GeofenceOptions.FROM_SAVEPOINT);
-    if (savepoint != null) {
-      SavepointFiles.check(savepoint);
-    }
 
     // What the command line set goes to Flink as it is (its -D keys of Flink's too), with what the
     // job derives from it; the cluster's own configuration lies beneath, as Flink merges it.
@@ -317,7 +320,11 @@ public final class GeofenceCommand {
         .withUsername(credentials.username()).withPassword(credentials.password()).build();
   }
 
-  static Source<String, ?, ?> locations(String spec, String kafkaGroup) {
+  /**
+   * The location source a {@code --locations} spec names; {@code restored} is the savepoint the job
+   * restores from, or null.
+   */
+  static Source<String, ?, ?> locations(String spec, String kafkaGroup, CheckpointMetadata restored) {
     if (spec.startsWith("file:")) {
       return LocationSources.files(spec.substring(5), Duration.ofSeconds(1));
     }
@@ -326,7 +333,12 @@ public final class GeofenceCommand {
       return LocationSources.kafka(topic[0], topic[1], kafkaGroup);
     }
     if (spec.startsWith("generator:")) {
-      return LocationSources.generator(generator(spec.substring(10), System.currentTimeMillis()));
+      long restoredAt = restored == null ? -1 : generatorPosition(SavepointFiles.readerSplits(restored, GeofenceJob.LOCATION_SOURCE_UID));
+      MovingObjects.Lines lines = generator(spec.substring(10), System.currentTimeMillis(), restoredAt);
+      LOG.info("The generator's timeline starts at {} (start={}){}", Instant.ofEpochMilli(lines.objects().startMillis()),
+          lines.objects().startMillis(), restoredAt < 0 ? "" : ", so that location " + restoredAt + ", where the savepoint left it,"
+              + " is stamped now");
+      return LocationSources.generator(lines);
     }
     if (spec.startsWith("fleet:")) {
       return LocationSources.fleet(fleet(spec.substring(6), System.currentTimeMillis()));
@@ -336,12 +348,17 @@ public final class GeofenceCommand {
 
   /**
    * The lines of {@code generator:OBJECTS[,start=T]}: OBJECTS objects circling in the box
-   * 0/0/10/10, one location each a second. With {@code start=T} (epoch milliseconds or an
-   * ISO-8601 instant) the timeline is fixed there and replays are exact; without it the timeline
-   * starts at {@code startMillis} and a restored reader moves it onto the wall clock (see {@link
-   * MovingObjects.Lines}).
+   * 0/0/10/10, one location each a second, on a timeline fixed for the whole job, so that the replay
+   * of a failover emits what the first attempt did. It starts at {@code start=T} (epoch
+   * milliseconds or an ISO-8601 instant) if given; else at {@code now} for a fresh start, or, for a
+   * run restored from a savepoint whose generator had reached location {@code restoredAt}, so that
+   * that location is stamped {@code now}: the objects go on where they were, their timeline moved
+   * on by the time the job was stopped (without the move, a restored run would stamp its locations
+   * ahead by as long as the runs before it lasted).
+   *
+   * @param restoredAt the sequence number the restored generator resumes from, or -1
    */
-  static MovingObjects.Lines generator(String spec, long startMillis) {
+  static MovingObjects.Lines generator(String spec, long now, long restoredAt) {
     String usage = "--locations generator: must be generator:OBJECTS[,start=T], got 'generator:" + spec + "'";
     String[] parts = spec.split(",", -1);
     try {
@@ -350,13 +367,31 @@ public final class GeofenceCommand {
       if (parts.length > 1 && !fixed) {
         throw new IllegalArgumentException(usage);
       }
-      MovingObjects moving = new MovingObjects(objects, 0, 0, 10, 10, fixed ? instant(parts[1].substring(6)) : startMillis, 1000);
-      return fixed ? MovingObjects.Lines.fixed(moving) : MovingObjects.Lines.onTheWallClock(moving);
+      long start = fixed ? instant(parts[1].substring(6)) : restoredAt < 0 ? now : now - restoredAt / objects * GENERATOR_STEP_MS;
+      return new MovingObjects.Lines(new MovingObjects(objects, 0, 0, 10, 10, start, GENERATOR_STEP_MS));
     } catch (NumberFormatException | DateTimeParseException e) {
       throw new IllegalArgumentException(usage);
     } catch (IllegalArgumentException e) {
       throw e.getMessage() != null && e.getMessage().startsWith("the generator") ? e : new IllegalArgumentException(usage);
     }
+  }
+
+  /** How far apart a generator object's locations are. */
+  private static final long GENERATOR_STEP_MS = 1000;
+
+  /** The next sequence number of a generator whose readers held these splits, or -1 if none. */
+  static long generatorPosition(List<byte[]> splits) {
+    SimpleVersionedSerializer<NumberSequenceSource.NumberSequenceSplit> serializer = new NumberSequenceSource(0, 0).getSplitSerializer();
+    long position = -1;
+    for (byte[] split : splits) {
+      try {
+        position = Math.max(position, SimpleVersionedSerialization.readVersionAndDeSerialize(serializer, split).from());
+      } catch (IOException e) {
+        throw new IllegalArgumentException("the savepoint's location source is not a generator's (" + e.getMessage()
+            + "): restore it with the --locations it was taken with");
+      }
+    }
+    return position;
   }
 
   /** T of {@code start=T}: epoch milliseconds or an ISO-8601 instant. */

@@ -8,6 +8,9 @@ import java.io.PrintStream;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import dev.geofence.connectors.location.MovingObjects;
+import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.SavepointFiles;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -41,24 +44,14 @@ class DemoTest {
         .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ");
     Path savepoint = Demo.newestSavepoint(dir.resolve("savepoints"));
     assertThat(savepoint).as("the savepoint a next demo restores from").isNotNull();
+    // The generator's position in it, from which the next run stamps on the wall clock.
+    long position = GeofenceCommand.generatorPosition(
+        SavepointFiles.readerSplits(SavepointFiles.check(savepoint.toString()), GeofenceJob.LOCATION_SOURCE_UID));
+    assertThat(position).as("locations the first run's generator emitted").isGreaterThan(50L * 10);
     long now = System.currentTimeMillis();
-    assertThat(Demo.timelineStart(dir, savepoint, now)).as("the timeline kept for the restored run")
-        .isNotNull().isBetween(now - 120_000, now);
-  }
-
-  /**
-   * A restored run's timeline is the run's that took the savepoint, moved on by the time since,
-   * and only for that savepoint: one taken by another run, or none recorded, has no timeline.
-   */
-  @Test
-  void theTimelineKeptWithASavepointMovesOnByTheTimeSinceItWasTaken() throws Exception {
-    Path savepoint = dir.resolve("savepoints").resolve("savepoint-4a2b-0123456789ab");
-    assertThat(Demo.timelineStart(dir, savepoint, 5_000_000)).isNull();
-    Demo.keepTimeline(dir, savepoint, 1_000_000, 1_060_000);
-    assertThat(Demo.timelineStart(dir, savepoint, 1_090_000)).isEqualTo(1_030_000);
-    assertThat(Demo.timelineStart(dir, dir.resolve("savepoints").resolve("savepoint-4a2b-ba9876543210"), 1_090_000)).isNull();
-    Demo.keepTimeline(dir, savepoint, 1_030_000, 1_100_000);
-    assertThat(Demo.timelineStart(dir, savepoint, 1_100_500)).isEqualTo(1_030_500);
+    MovingObjects.Lines restored = GeofenceCommand.generator("50", now, position);
+    assertThat(restored.objects().location(position).timestamp).isEqualTo(now);
+    assertThat(restored.objects().location(position).lon).isEqualTo(new MovingObjects(50, 0, 0, 10, 10, 0, 1000).location(position).lon);
   }
 
   private static int freePort() throws IOException {

@@ -132,18 +132,20 @@ class GeofenceCommandTest {
   }
 
   /**
-   * A generator's timeline starts at the job's start and a reader ahead of the wall clock moves
-   * it there, unless {@code start=} fixes it, as epoch milliseconds or an instant, so that a
-   * replay emits the same lines.
+   * A generator's timeline is fixed for the job, so that a replay emits the same lines: at {@code
+   * start=} if given, as epoch milliseconds or an instant; else at the job's start, or, restored
+   * from a savepoint that had reached location n, so that n is stamped at the job's start.
    */
   @Test
-  void aGeneratorsStartFixesItsTimeline() throws Exception {
-    long now = System.currentTimeMillis();
-    long ahead = now + 60_000;
-    assertThat(LocationJson.parse(GeofenceCommand.generator("10", ahead).map(0L)).timestamp).isBetween(now, System.currentTimeMillis());
-    assertThat(LocationJson.parse(GeofenceCommand.generator("10,start=1764547200000", now).map(25L)).timestamp)
-        .isEqualTo(1764547202000L);
-    assertThat(GeofenceCommand.generator("10,start=2025-12-01T00:00:00Z", now).map(25L))
+  void aGeneratorsTimelineIsFixedAtItsStartOrWhereItsSavepointLeftIt() throws Exception {
+    long now = 1_800_000_000_000L;
+    assertThat(GeofenceCommand.generator("10", now, -1).objects().location(0).timestamp).isEqualTo(now);
+    assertThat(GeofenceCommand.generator("10", now, 36_005).objects().location(36_005).timestamp)
+        .as("an hour of laps into the sequence, stamped now").isEqualTo(now);
+    assertThat(GeofenceCommand.generator("10", now, 36_005).objects().location(36_015).timestamp).isEqualTo(now + 1000);
+    assertThat(GeofenceCommand.generator("10,start=1764547200000", now, 36_005).objects().location(25).timestamp)
+        .as("start= wins").isEqualTo(1764547202000L);
+    assertThat(GeofenceCommand.generator("10,start=2025-12-01T00:00:00Z", now, -1).map(25L))
         .isEqualTo(new MovingObjects(10, 0, 0, 10, 10, 1764547200000L, 1000).line(25));
   }
 
