@@ -65,6 +65,8 @@ final class RecoverySteps implements AutoCloseable {
   /** Fences whose restored version is of a format this release cannot read. */
   private final List<String> unreadable = new ArrayList<>();
   private final Rereads rereads = new Rereads();
+  /** The fences the re-read under way changed: what the stream or the restored state lacked. */
+  private final List<String> healed = new ArrayList<>();
   /** Null until {@link #open}: without a source (tests) there is no step to take. */
   private Recovery recovery;
   /** The read of the source under way (a load, a rebuild or a re-read), or null. */
@@ -286,6 +288,17 @@ final class RecoverySteps implements AutoCloseable {
     FenceChange change = row.change();
     if (change.kind == FenceChange.Kind.FENCE) {
       read.read(change.fenceId);
+      if (!read.ofAll()) {
+        // What a re-read heals is worth saying: it is what the stream or the state had lost.
+        long held = fences.seqOf(change.fenceId);
+        boolean wasLive = fences.isLive(change.fenceId);
+        index.applyRead(change, row.decoded());
+        if (fences.seqOf(change.fenceId) != held || fences.isLive(change.fenceId) != wasLive) {
+          healed.add(change.fenceId + " " + (wasLive ? "live" : held == 0 ? "unknown" : "deleted") + " at seq " + held + " -> "
+              + (fences.isLive(change.fenceId) ? "live" : "deleted") + " at seq " + fences.seqOf(change.fenceId));
+        }
+        return;
+      }
     } else {
       readiness.versions().known(change.bucket, change.seq);
     }
@@ -324,9 +337,11 @@ final class RecoverySteps implements AutoCloseable {
           + " (fence_bucket_stats written outside the versioning?): locations stay held, and they are read again with backoff",
           Arrays.toString(still));
     }
-    LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone; {} of {} buckets unmatched",
-        buckets.length, done.result().millis(), done.result().fences(), done.result().tombstones(), Lsn.format(done.result().lsn()),
-        gone.size(), readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets());
+    LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone{}; {} of {} buckets"
+        + " unmatched; fences changed by it: {}", buckets.length, done.result().millis(), done.result().fences(), done.result().tombstones(),
+        Lsn.format(done.result().lsn()), gone.size(), gone.isEmpty() ? "" : " " + gone, readiness.fingerprints().unmatched(),
+        readiness.fingerprints().ownedBuckets(), healed.isEmpty() ? "none" : String.join(", ", healed));
+    healed.clear();
     read = null;
   }
 
