@@ -34,10 +34,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * README's first commands, run the way a newcomer runs them: as separate processes from the built
- * jars, in a fresh working directory with a fresh {@code java.io.tmpdir} (so that the demo's
- * PostgreSQL binaries are unpacked anew, as on a machine where no test ever ran) and a fresh
- * {@code HOME}, on free ports. The commands are taken from README.md, so that the two cannot drift.
+ * README's demo commands (the demo, {@code ready} and {@code inspect} on its savepoint), run the
+ * way a newcomer runs them: as separate processes from the built jars, in a fresh working directory
+ * with a fresh {@code java.io.tmpdir} (so that the demo's PostgreSQL binaries are unpacked anew, as
+ * on a machine where no test ever ran) and a fresh {@code HOME}, on free ports. The commands are
+ * taken from README.md, so that the two cannot drift; docs/getting-started.md gives the same ones
+ * ({@link GettingStartedITCase} runs that page's path against the user's own PostgreSQL).
  *
  * <p>The demo runs twice in one directory: the first run is stopped with a SIGTERM (as a service
  * manager stops it) and must leave a savepoint and no PostgreSQL behind; the second restores from
@@ -60,7 +62,7 @@ class FirstContactITCase {
     String readme = Files.readString(REPO.resolve("README.md"));
     String demo = command(readme, "java -jar (\\S+geofence-job\\.jar) demo");
     String ready = command(readme, "java -jar (\\S+geofence-job\\.jar) ready --rest-url http://localhost:8081");
-    String tools = command(readme, "java -jar (\\S+geofence-savepoints\\.jar) inspect SAVEPOINT");
+    String tools = command(readme, "java -jar (\\S+geofence-savepoints\\.jar) inspect geofence-demo/savepoints/");
     assertThat(REPO.resolve(demo)).as("the job jar; the job module's package phase builds it").isRegularFile();
     assertThat(REPO.resolve(tools)).as("the savepoint tools' jar; the savepoints module's package phase builds it").isRegularFile();
 
@@ -113,7 +115,7 @@ class FirstContactITCase {
     Path savepoint = Path.of(URI.create(savepointLine.group(1)));
     assertThat(savepoint.resolve("_metadata")).isRegularFile();
 
-    // The savepoint tools on it, as README gives them: their output is only their own.
+    // The savepoint tools on it, as README's demo gives them: their output is only their own.
     Result help = user.run(List.of("java", "-jar", REPO.resolve(tools).toString(), "--help"));
     assertThat(help.status).isZero();
     assertThat(help.out).startsWith("Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT");
