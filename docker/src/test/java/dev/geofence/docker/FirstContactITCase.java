@@ -1,20 +1,19 @@
 package dev.geofence.docker;
 
+import static dev.geofence.docker.FreshMachine.freePort;
+import static dev.geofence.docker.FreshMachine.strings;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.Waiting;
 import dev.geofence.state.readiness.LoadPhase;
 import java.io.File;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -292,21 +291,6 @@ class FirstContactITCase {
     return DriverManager.getConnection("jdbc:postgresql://localhost:" + port + "/postgres", "postgres", "");
   }
 
-  private static List<String> strings(Connection db, String sql) throws Exception {
-    List<String> rows = new ArrayList<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
-      while (r.next()) {
-        rows.add(r.getString(1));
-      }
-    }
-    return rows;
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      return socket.getLocalPort();
-    }
-  }
 
   /** A newcomer's shell: their working directory, HOME and temporary directory, nothing of the build's. */
   private record User(Path work, Path home, Path tmp) {

@@ -1,18 +1,18 @@
 package dev.geofence.docker;
 
+import static dev.geofence.docker.FreshMachine.freePort;
+import static dev.geofence.docker.FreshMachine.strings;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.Waiting;
 import java.io.File;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -166,21 +166,6 @@ class GettingStartedITCase {
     return DriverManager.getConnection(url, "postgres", "postgres");
   }
 
-  private static List<String> strings(Connection db, String sql) throws Exception {
-    List<String> rows = new ArrayList<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
-      while (r.next()) {
-        rows.add(r.getString(1));
-      }
-    }
-    return rows;
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      return socket.getLocalPort();
-    }
-  }
 
   /** A user's shell in the repository's root: their HOME and temporary directory, their database's variables. */
   private record Shell(Path home, Path tmp, Map<String, String> connection) {
