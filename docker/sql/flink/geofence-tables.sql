@@ -45,7 +45,7 @@ CREATE TABLE geofence_presence (
   'password' = 'geofence-reader-dev-only'
 );
 
--- One row per warm-up of each subtask's fence index (README "Hydration history").
+-- One row per warm-up of each subtask's fence index (docs/operations.md#hydration-history).
 CREATE TABLE hydration_history (
   job_name              STRING,
   job_id                STRING,

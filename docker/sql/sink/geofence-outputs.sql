@@ -1,4 +1,4 @@
--- Output tables of the geofence job (DESIGN.md section 8). Idempotent; the job writes upserts on
+-- Output tables of the geofence job (docs/outputs.md; docs/design.md#outputs). Idempotent; the job writes upserts on
 -- the keys below, so a replay after a restore rewrites rows rather than adding them.
 
 CREATE TABLE IF NOT EXISTS geofence_triggers (

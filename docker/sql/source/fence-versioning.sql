@@ -1,4 +1,4 @@
--- Per-fence versions, tombstones and the per-bucket fingerprints (DESIGN.md section 3).
+-- Per-fence versions, tombstones and the per-bucket fingerprints (docs/source-contract.md; docs/design.md#bucket-fingerprints).
 -- Apply after fences-postgis.sql or fences-wkb.sql, in ONE transaction (psql --single-transaction,
 -- as Migrations does): the LOCK below refuses to run outside one. Needs PostgreSQL 14+ (bit_xor).
 -- Re-applying it is harmless, and is how a database with an earlier version is upgraded in place:

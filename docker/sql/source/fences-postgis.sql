@@ -1,4 +1,4 @@
--- Source of truth for fences, PostGIS variant (DESIGN.md section 3).
+-- Source of truth for fences, PostGIS variant (docs/source-contract.md; docs/design.md#source-of-truth-contract).
 -- Apply this file, then fence-versioning.sql, to the fence database.
 CREATE EXTENSION IF NOT EXISTS postgis;
 

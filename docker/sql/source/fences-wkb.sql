@@ -1,4 +1,4 @@
--- Source of truth for fences, plain PostgreSQL variant: geometry as WKB in bytea (DESIGN.md
+-- Source of truth for fences, plain PostgreSQL variant: geometry as WKB in bytea (docs/source-contract.md;
 -- section 3). Apply this file, then fence-versioning.sql, to the fence database.
 CREATE TABLE IF NOT EXISTS fences (
     id          text PRIMARY KEY,

@@ -1,4 +1,4 @@
--- The job's database role, with only what it needs (README "Least privilege"). Apply as the owner
+-- The job's database role, with only what it needs (docs/source-contract.md#privileges). Apply as the owner
 -- of the tables, after fence-versioning.sql and sink/geofence-outputs.sql, then give it a password
 -- of your own:  ALTER ROLE geofence_job PASSWORD '...';  and run the job with --source-user
 -- geofence_job. Tables with other names: copy this file and rename them throughout.

@@ -2,7 +2,7 @@
 -- comment: one fence_stats row that every statement updated, the bucket rows updated by each
 -- statement. The upgrade tests and bench/run source --compare start from it.
 --
--- Per-fence versions, tombstones and the fence_stats fingerprint (DESIGN.md section 3).
+-- Per-fence versions, tombstones and the fence_stats fingerprint (docs/design.md#source-of-truth-contract).
 -- Apply after fences-postgis.sql or fences-wkb.sql. Needs PostgreSQL 14+ (bit_xor).
 --
 -- seq is a contiguous version per fence: an insert takes 1, or its tombstone's seq + 1 when the id

@@ -3,7 +3,7 @@
 -- each statement's bucket changes, a deferred row trigger that folds them at commit. The upgrade
 -- tests and bench/run source --compare start from it.
 --
--- Per-fence versions, tombstones and the per-bucket fingerprints (DESIGN.md section 3).
+-- Per-fence versions, tombstones and the per-bucket fingerprints (docs/design.md#source-of-truth-contract).
 -- Apply after fences-postgis.sql or fences-wkb.sql, in ONE transaction (psql --single-transaction,
 -- as Migrations does): the LOCK below refuses to run outside one. Needs PostgreSQL 14+ (bit_xor).
 -- Re-applying it is harmless, and is how a database with an earlier version is upgraded in place:

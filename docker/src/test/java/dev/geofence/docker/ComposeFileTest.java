@@ -44,7 +44,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
 class ComposeFileTest {
 
   private static final String PROMETHEUS_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory";
-  /** The class that logs the Debezium configuration, password included, at INFO (README, "Least privilege"). */
+  /** The class that logs the Debezium configuration, password included, at INFO (docs/deployment.md#logging). */
   private static final String CDC_CONFIG_LOGGER = "org.apache.flink.cdc.connectors.postgres.source.fetch.PostgresSourceFetchTaskContext";
   /** The order the files' own comments require (fence-versioning.sql and geofence-role.sql say so). */
   private static final List<String> MIGRATION_ORDER = List.of(

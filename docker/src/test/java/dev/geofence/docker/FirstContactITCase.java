@@ -1,20 +1,19 @@
 package dev.geofence.docker;
 
+import static dev.geofence.docker.FreshMachine.freePort;
+import static dev.geofence.docker.FreshMachine.strings;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.Waiting;
 import dev.geofence.state.readiness.LoadPhase;
 import java.io.File;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -34,10 +33,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * README's first commands, run the way a newcomer runs them: as separate processes from the built
- * jars, in a fresh working directory with a fresh {@code java.io.tmpdir} (so that the demo's
- * PostgreSQL binaries are unpacked anew, as on a machine where no test ever ran) and a fresh
- * {@code HOME}, on free ports. The commands are taken from README.md, so that the two cannot drift.
+ * README's demo commands (the demo, {@code ready} and {@code inspect} on its savepoint), run the
+ * way a newcomer runs them: as separate processes from the built jars, in a fresh working directory
+ * with a fresh {@code java.io.tmpdir} (so that the demo's PostgreSQL binaries are unpacked anew, as
+ * on a machine where no test ever ran) and a fresh {@code HOME}, on free ports. The commands are
+ * taken from README.md, so that the two cannot drift; docs/getting-started.md gives the same ones
+ * ({@link GettingStartedITCase} runs that page's path against the user's own PostgreSQL).
  *
  * <p>The demo runs twice in one directory: the first run is stopped with a SIGTERM (as a service
  * manager stops it) and must leave a savepoint and no PostgreSQL behind; the second restores from
@@ -60,7 +61,7 @@ class FirstContactITCase {
     String readme = Files.readString(REPO.resolve("README.md"));
     String demo = command(readme, "java -jar (\\S+geofence-job\\.jar) demo");
     String ready = command(readme, "java -jar (\\S+geofence-job\\.jar) ready --rest-url http://localhost:8081");
-    String tools = command(readme, "java -jar (\\S+geofence-savepoints\\.jar) inspect SAVEPOINT");
+    String tools = command(readme, "java -jar (\\S+geofence-savepoints\\.jar) inspect geofence-demo/savepoints/");
     assertThat(REPO.resolve(demo)).as("the job jar; the job module's package phase builds it").isRegularFile();
     assertThat(REPO.resolve(tools)).as("the savepoint tools' jar; the savepoints module's package phase builds it").isRegularFile();
 
@@ -113,7 +114,7 @@ class FirstContactITCase {
     Path savepoint = Path.of(URI.create(savepointLine.group(1)));
     assertThat(savepoint.resolve("_metadata")).isRegularFile();
 
-    // The savepoint tools on it, as README gives them: their output is only their own.
+    // The savepoint tools on it, as README's demo gives them: their output is only their own.
     Result help = user.run(List.of("java", "-jar", REPO.resolve(tools).toString(), "--help"));
     assertThat(help.status).isZero();
     assertThat(help.out).startsWith("Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT");
@@ -290,21 +291,6 @@ class FirstContactITCase {
     return DriverManager.getConnection("jdbc:postgresql://localhost:" + port + "/postgres", "postgres", "");
   }
 
-  private static List<String> strings(Connection db, String sql) throws Exception {
-    List<String> rows = new ArrayList<>();
-    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
-      while (r.next()) {
-        rows.add(r.getString(1));
-      }
-    }
-    return rows;
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      return socket.getLocalPort();
-    }
-  }
 
   /** A newcomer's shell: their working directory, HOME and temporary directory, nothing of the build's. */
   private record User(Path work, Path home, Path tmp) {

@@ -27,15 +27,17 @@ import org.slf4j.LoggerFactory;
  * <p>The block size: a restore reads every fence of a bucket in one pass, a gigabyte per subtask
  * at 1.2 M fences, which at RocksDB's 4 KB (two or three fences a block) is a block read, a
  * lookup in the block cache and a decompression per two fences; 64 KB blocks read the same bytes
- * in a sixteenth of the reads, and the job reads single keys seldom (README "Performance"). RocksDB
- * keeps each file's block size, so state written with other blocks is read as it is and takes the
- * new size as compactions rewrite it.
+ * in a sixteenth of the reads, and the job reads single keys seldom
+ * (docs/adr/0007-rocksdb-files-uncompressed-in-64-kb-blocks.md). RocksDB keeps each file's block
+ * size, so state written with other blocks is read as it is and takes the new size as compactions
+ * rewrite it.
  *
  * <p>No compression: a fence is mostly coordinates, doubles that Snappy (RocksDB's default) shrinks
  * by a fifth at most, and decompressing them was a third of a restore's reading (a profile of one
  * at 1.2 M fences), on top of compressing every file a cold start or a compaction writes. Without
- * it, savepoints and RocksDB's files are about a quarter larger (README "Performance"). Like the
- * block size it is written per file, so files written compressed are read as they are.
+ * it, savepoints and RocksDB's files are about a quarter larger
+ * (docs/adr/0007-rocksdb-files-uncompressed-in-64-kb-blocks.md). Like the block size it is written
+ * per file, so files written compressed are read as they are.
  *
  * <p>Flink's changelog backend cannot restore a savepoint in {@code NO_CLAIM} mode (Flink's
  * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under

@@ -16,11 +16,11 @@ import org.apache.flink.core.execution.JobClient;
 import org.junit.jupiter.api.Test;
 
 /**
- * The hold of locations is bounded by backpressure (DESIGN section 6): while the index cannot be
- * ready (a bucket's fingerprint at the source is made not to match), far more locations are written
- * than a subtask may hold; the location source pauses, checkpoints go on completing meanwhile
- * (aligned, as the job takes them), and once the index is ready every location is evaluated:
- * the triggers are the oracle's, none lost.
+ * The hold of locations is bounded by backpressure (docs/design.md#holding-locations): while the
+ * index cannot be ready (a bucket's fingerprint at the source is made not to match), far more
+ * locations are written than a subtask may hold; the location source pauses, checkpoints go on
+ * completing meanwhile (aligned, as the job takes them), and once the index is ready every location
+ * is evaluated: the triggers are the oracle's, none lost.
  */
 class BoundedHoldITCase extends EndToEndFixture {
 

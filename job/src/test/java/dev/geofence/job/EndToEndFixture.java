@@ -82,10 +82,10 @@ import org.locationtech.jts.io.WKBWriter;
  * The one setup of the end-to-end cases: a Flink MiniCluster and a PostgreSQL with logical
  * replication (shared by a test class), and per test a database with the migrations, its fences,
  * an inbox of location files (or a Kafka topic of them), the job wired to them, and an oracle (JTS) that evaluates the same
- * history as DESIGN section 5 defines it. A test says what happens (place fences, start the job,
- * move objects, stop with a savepoint, ...) and asserts against the oracle; the fixture keeps the
- * history consistent: every fence edit waits until the database clock has passed every location
- * written so far, so the oracle's order is the job's.
+ * history as docs/design.md#time-rules defines it. A test says what happens (place fences, start
+ * the job, move objects, stop with a savepoint, ...) and asserts against the oracle; the fixture
+ * keeps the history consistent: every fence edit waits until the database clock has passed every
+ * location written so far, so the oracle's order is the job's.
  *
  * <p>Nothing waits on a clock. {@link #awaitEvaluated} writes a sentinel location after every
  * other and waits until each subtask of the fence index has evaluated it (it ENTERs a sentinel
@@ -583,7 +583,7 @@ abstract class EndToEndFixture {
 
   /**
    * The oracle: evaluates locations in time order against the fences in force (JTS covers) and
-   * keeps each object's membership, as DESIGN section 5 defines ENTER and EXIT.
+   * keeps each object's membership, as docs/design.md#enter-and-exit defines ENTER and EXIT.
    */
   private void evaluate(List<Location> locations) {
     Map<String, PreparedGeometry> prepared = prepared();

@@ -24,16 +24,16 @@ import org.locationtech.jts.geom.Point;
 import org.slf4j.LoggerFactory;
 
 /**
- * The time rules of README's "Time" end to end, against an oracle of time: generated phases of
- * fence inserts, reshapes and deletes, objects moving on time, late batches within the allowed
- * lateness, locations beyond it, out of order for their object and from the future, through the
- * real job and a real PostgreSQL with {@code track_commit_timestamp = on}, so that the oracle knows
- * the commit time of every edit, which is the time the job sees it at. The oracle evaluates each
- * location with JTS against the fence versions in force at its time and keeps each object's
- * presence in its own event time, by the rules alone; {@code geofence_triggers} and the
- * locations' dead letters must equal it exactly. The job starts at parallelism 1, is stopped with
- * a savepoint in the middle and restored at parallelism 3, and the late locations after the
- * restore need the fence history of before it.
+ * The time rules of docs/semantics.md#time-rules end to end, against an oracle of time: generated
+ * phases of fence inserts, reshapes and deletes, objects moving on time, late batches within the
+ * allowed lateness, locations beyond it, out of order for their object and from the future, through
+ * the real job and a real PostgreSQL with {@code track_commit_timestamp = on}, so that the oracle
+ * knows the commit time of every edit, which is the time the job sees it at. The oracle evaluates
+ * each location with JTS against the fence versions in force at its time and keeps each object's
+ * presence in its own event time, by the rules alone; {@code geofence_triggers} and the locations'
+ * dead letters must equal it exactly. The job starts at parallelism 1, is stopped with a savepoint
+ * in the middle and restored at parallelism 3, and the late locations after the restore need the
+ * fence history of before it.
  *
  * <p>Each phase is made so that the job's order is determined: edits wait until the database
  * clock has passed every location so far; the locations of a messy file are evaluated at once or

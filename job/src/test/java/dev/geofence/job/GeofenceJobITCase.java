@@ -77,10 +77,11 @@ class GeofenceJobITCase extends EndToEndFixture {
   }
 
   /**
-   * A fences table of one's own (DESIGN section 3), its columns named otherwise and versioned by
-   * the migration's {@code geofence_versioning}, mapped by the run command's flags: the snapshot,
-   * the stream, the tenant scoping and a rebuild (its slot dropped while the job was down) all read
-   * it by those names, and the triggers and presence are the oracle's.
+   * A fences table of one's own (docs/design.md#source-of-truth-contract), its columns named
+   * otherwise and versioned by the migration's {@code geofence_versioning}, mapped by the run
+   * command's flags: the snapshot, the stream, the tenant scoping and a rebuild (its slot dropped
+   * while the job was down) all read it by those names, and the triggers and presence are the
+   * oracle's.
    */
   @Test
   void aFencesTableOfItsOwnIsReadThroughTheColumnsMappedToIt() throws Exception {
@@ -143,10 +144,10 @@ class GeofenceJobITCase extends EndToEndFixture {
   }
 
   /**
-   * Every kind of bad fence of DESIGN section 9 the column type lets through (PostGIS parses what
-   * it stores, so unparseable bytes, NaN and open rings reach only a bytea column), a bad reshape
-   * of a live fence (its old shape must stay in force), and a bow-tie the job repairs and uses.
-   * Returns the dead letters they must cause.
+   * Every kind of bad fence of docs/design.md#bad-input the column type lets through (PostGIS
+   * parses what it stores, so unparseable bytes, NaN and open rings reach only a bytea column), a
+   * bad reshape of a live fence (its old shape must stay in force), and a bow-tie the job repairs
+   * and uses. Returns the dead letters they must cause.
    */
   private List<String> insertBadFences() throws Exception {
     List<String> letters = new ArrayList<>();

@@ -53,7 +53,7 @@ class LeastPrivilegeITCase extends EndToEndFixture {
     String log = Files.readString(Path.of("target/test-logs/all.log"), StandardCharsets.ISO_8859_1);
     assertThat(log).as("the log is being written").contains(slot);
     // Flink CDC 3.5 logs its Debezium configuration, password included, at INFO from this one
-    // class (README says to keep it at WARN); nothing else may.
+    // class (docs/deployment.md#logging says to keep it at WARN); nothing else may.
     assertThat(log.lines().filter(line -> line.contains(SECRET)))
         .as("lines with the password").allSatisfy(line -> assertThat(line).contains("PostgresSourceFetchTaskContext"));
     try (Stream<Path> files = Files.walk(Path.of(java.net.URI.create(savepoint)))) {

@@ -118,9 +118,9 @@ public final class OperatorPathBenchmark {
   }
 
   /**
-   * The heap a subtask's presence takes per object (README "Performance", issue 18 item 4): what
-   * the evaluation retains after both passes (every vehicle's newest time, the fences it is
-   * inside), the used heap after a full collection with it and without it.
+   * The heap a subtask's presence takes per object (docs/performance.md#other-figures, issue 18
+   * item 4): what the evaluation retains after both passes (every vehicle's newest time, the fences
+   * it is inside), the used heap after a full collection with it and without it.
    */
   private static void presenceMemory(FenceSet set, Location[] warm, Location[] measured) {
     Pass pass = new Pass(set, 64);

@@ -106,9 +106,9 @@ public record Flag(
   }
 
   /**
-   * The default as the help and README state it: the option's default value in Flink's notation
-   * ({@code 10 s}, {@code wkb}), what the flag says it derives from, {@code required}, or {@code
-   * none}.
+   * The default as the help and docs/configuration.md state it: the option's default value in
+   * Flink's notation ({@code 10 s}, {@code wkb}), what the flag says it derives from, {@code
+   * required}, or {@code none}.
    */
   public String defaultValue() {
     if (defaultText != null) {

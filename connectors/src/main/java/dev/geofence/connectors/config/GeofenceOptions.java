@@ -32,7 +32,7 @@ public final class GeofenceOptions {
   /** The environment variable the fence database's password is read from (never a flag or key). */
   public static final String PASSWORD_ENV = "GEOFENCE_SOURCE_PASSWORD";
 
-  // ---- the fence database (DESIGN section 3) ---------------------------------------------------
+  // ---- the fence database (docs/source-contract.md) ---------------------------------------------
 
   public static final ConfigOption<String> SOURCE_URL = key("geofence.source.url").stringType().noDefaultValue()
       .withDescription("JDBC URL of the fence database, jdbc:postgresql://host:port/database.");

@@ -65,10 +65,10 @@ public final class LocationJson {
   /**
    * Parses one line. Read as a stream of tokens, not as a tree: every location passes here once,
    * and a tree of nodes per line was a seventh of the whole job's CPU per location at 200,000 a
-   * second (README "Performance"). The checks and their order are as they were on the tree: the
-   * object read whole first (malformed JSON anywhere in it refuses the line), a repeated field's
-   * last value counts, other fields are skipped whatever they hold, and what follows the object is
-   * not read.
+   * second (docs/performance/journal.md, "2026-12-03: the location path"). The checks and their
+   * order are as they were on the tree: the object read whole first (malformed JSON anywhere in it
+   * refuses the line), a repeated field's last value counts, other fields are skipped whatever they
+   * hold, and what follows the object is not read.
    */
   public static Location parse(String line) throws BadLocationException {
     Field objectId = null;

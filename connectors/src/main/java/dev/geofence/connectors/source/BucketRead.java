@@ -40,9 +40,9 @@ import org.apache.flink.types.StringValue;
  * order, a bucket's rows by the bytes of their ids as Flink's string serializer writes them (the
  * job's map key; a fence's tombstone before its re-created row). A load written in that order
  * flushes files that do not overlap, which RocksDB moves down its levels without rewriting them,
- * where rows in the table's order had it compact the whole load again (README "Performance").
- * Buckets are read {@value #BUCKETS_PER_QUERY} to a query in that order, and a query's rows (that
- * share of the table) are held to sort them.
+ * where rows in the table's order had it compact the whole load again (docs/performance/journal.md,
+ * "2026-12-03: a load in RocksDB's key order"). Buckets are read {@value #BUCKETS_PER_QUERY} to a
+ * query in that order, and a query's rows (that share of the table) are held to sort them.
  */
 public final class BucketRead {
 

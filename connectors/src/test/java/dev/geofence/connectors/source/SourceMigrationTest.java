@@ -32,9 +32,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The source-of-truth migration on a real PostgreSQL: the seq, tombstone and bucket fingerprint
- * contract of DESIGN section 3 against a model of it kept in Java, over random transactions of
- * several multi-row statements (with savepoints, rollbacks and constraints set immediate), and the
- * in-place upgrade of a database that has the first version of the migration.
+ * contract of docs/design.md#source-of-truth-contract against a model of it kept in Java, over
+ * random transactions of several multi-row statements (with savepoints, rollbacks and constraints
+ * set immediate), and the in-place upgrade of a database that has the first version of the
+ * migration.
  */
 class SourceMigrationTest {
 

@@ -72,7 +72,7 @@ public final class GeofenceCommand {
   /** Managed memory of the embedded cluster's TaskManager unless configured (RocksDB's, off the heap). */
   public static final MemorySize EMBEDDED_MANAGED_MEMORY = MemorySize.ofMebiBytes(1024);
 
-  /** The flags of {@code run}, in the order of the help text and of README's table. */
+  /** The flags of {@code run}, in the order of the help text and of docs/configuration.md's table. */
   public static final CommandLine RUN = new CommandLine(List.of(
       SourceFlags.SOURCE_URL,
       SourceFlags.SOURCE_USER,

@@ -17,7 +17,7 @@ import java.util.function.Consumer;
 import java.util.function.Predicate;
 
 /**
- * Evaluates locations against a subtask's fences (DESIGN section 5): ENTER when an object is inside
+ * Evaluates locations against a subtask's fences (docs/design.md#evaluation): ENTER when an object is inside
  * a fence now and was not at its previous evaluation for that fence, EXIT when it was and is not,
  * or when the fence is deleted under it. Who is inside which fence is kept twice: durably per fence
  * by the owner ({@link Membership}, keyed state), and here per object in memory, rebuilt from the
@@ -63,7 +63,7 @@ final class Evaluation {
   /**
    * Each object's presence and the time of its newest location evaluated, in one entry: a
    * location costs one lookup in a map of every object (a cache miss at 10^5 objects and more),
-   * where a map for each cost three (README "Performance").
+   * where a map for each cost three (docs/performance/journal.md, "2026-12-03: the location path").
    */
   private final Map<String, ObjectState> objects = new HashMap<>();
   private final OutOfOrder outOfOrder;

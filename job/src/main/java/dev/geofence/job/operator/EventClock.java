@@ -12,7 +12,7 @@ import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
 /**
- * The fence index's clock, and what waits for it (DESIGN section 5): a location with event time t
+ * The fence index's clock, and what waits for it (docs/design.md#time-rules): a location with event time t
  * is evaluated against the fences holding exactly the edits committed at or before t. The clock is
  * the operator's combined watermark; fence edits committed after it and locations not yet
  * evaluated wait here, and are released in time order, edits first on a tie, so that every subtask

@@ -113,13 +113,13 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * heartbeat at a time, and trails it by the stream's latency): 400,000 at the 200,000 a second a
    * fleet of that many vehicles reports each second. Below that the source pauses again and again
    * and the job falls behind a fleet it could keep up with (100,000 did at 100,000 a second:
-   * README "Performance").
+   * docs/performance/journal.md, "2026-12-01: the whole job with a fleet").
    */
   public static final int DEFAULT_MAX_HELD_LOCATIONS = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
 
   /**
    * Locations per query of the index when the clock releases many: 64 points give nearly all of
-   * the batch query's gain over single points at 1.2 M fences (README "Performance"), and add
+   * the batch query's gain over single points at 1.2 M fences (docs/performance/journal.md, "2026-12-01: the index alone after issue 18"), and add
    * about 33 µs of evaluation before the first answer.
    */
   public static final int DEFAULT_EVALUATION_BATCH_SIZE = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
@@ -335,7 +335,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     // Packed now, while the CDC source restarts, not by the first query once ready: that repack
     // of every fence held the first locations after a restore (a fifth of the restoring
-    // threads' CPU in a profile, README "Performance").
+    // threads' CPU in a profile: docs/performance/journal.md, "2026-12-03: the index packed by the restore").
     fences.index().prepareForQuery();
     List<Integer> readFingerprints = new ArrayList<>();
     state.readTheRest(new FenceIndexState.Restored() {

@@ -198,7 +198,7 @@ public final class FenceIndexState {
    */
   void readFences(int maxParallelism, KeyGroupRange keyGroups, StoredFenceConsumer consumer) throws Exception {
     // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
-    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (README "Performance").
+    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (docs/performance/journal.md, "2026-12-02: two runs back to back").
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
       if (FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup())) {
         backend.setCurrentKey(FenceKey.ofBucket(bucket));

@@ -16,7 +16,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The warm-ups of one subtask's fence index (DESIGN section 7): follows its load phase, logs each
+ * The warm-ups of one subtask's fence index (docs/design.md#hydration-history): follows its load phase, logs each
  * change with counts and timings, and emits the current hydration episode's row when the subtask
  * starts, when it is ready, and when a rebuild while running begins an episode of its own. Rows
  * are upserted on (job, subtask, installed at), so a later row of an episode overwrites the earlier.

@@ -22,7 +22,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The source-of-truth work of a subtask's warm-up (DESIGN section 6): the gap check on restore, the
+ * The source-of-truth work of a subtask's warm-up (docs/design.md#start-restore-and-readiness): the gap check on restore, the
  * rebuild of an untrusted index and a fresh start's load, done on a thread of its own (which also
  * decodes the geometries it reads) with connect and socket timeouts,
  * so that the task thread goes on taking checkpoints, applying the stream and holding locations

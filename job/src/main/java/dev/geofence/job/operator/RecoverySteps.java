@@ -18,8 +18,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What stands between a subtask and a trusted index, step by step, on the task thread (DESIGN
- * section 6): which step comes next (a fresh start's load, the gap check of a restore, the rebuild
+ * What stands between a subtask and a trusted index, step by step, on the task thread
+ * (docs/design.md#start-restore-and-readiness): which step comes next (a fresh start's load, the gap check of a restore, the rebuild
  * of an untrusted index, the re-read of buckets that stay mismatched), taking each step's outcomes
  * from {@link Recovery}'s thread as they come, trying an unreachable source again after {@link
  * #RETRY_INTERVAL_MS}, and recording each verdict in the {@link Readiness} and the hydration

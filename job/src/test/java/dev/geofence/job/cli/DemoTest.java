@@ -16,7 +16,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The demo's own run, ended by {@code --duration} rather than a signal (FirstContactITCase runs
- * README's command as a user does, from the jar, and stops it with signals).
+ * README's demo command as a user does, from the jar, and stops it with signals).
  */
 class DemoTest {
 

@@ -10,13 +10,7 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.flink.client.deployment.executors.LocalExecutor;
 import org.apache.flink.client.program.StreamContextEnvironment;
 import org.apache.flink.configuration.Configuration;
@@ -52,26 +46,6 @@ class GeofenceCommandTest {
     Result r = run("ready", "--help");
     assertThat(r.status).isZero();
     assertThat(r.out).contains("java -jar geofence-job.jar ready --rest-url URL [--job NAME]", "--timeout D", "default 5 s");
-  }
-
-  /**
-   * README's table of run's options is the users' reference: row for row, flag, key and default,
-   * the declarations, and nothing else.
-   */
-  @Test
-  void readmesOptionTableIsTheDeclarations() throws Exception {
-    String readme = Files.readString(Path.of("../README.md"));
-    Matcher row = Pattern.compile("(?m)^\\| `(--[^`]+)` \\| `([^`]+)` \\| ([^|]+) \\|").matcher(readme);
-    List<String> documented = new ArrayList<>();
-    while (row.find()) {
-      documented.add(row.group(1).replace("\\|", "|") + " | " + row.group(2) + " | " + row.group(3).replace("`", "").strip());
-    }
-    List<String> declared = new ArrayList<>();
-    for (Flag flag : GeofenceCommand.RUN.flags()) {
-      declared.add(flag.usage() + " | " + (flag.kind() == Flag.Kind.FAMILY ? flag.key() + "KEY" : flag.key())
-          + " | " + (flag.kind() == Flag.Kind.FAMILY ? "none" : flag.defaultValue()));
-    }
-    assertThat(documented).as("README's rows: option | key | default").containsExactlyElementsOf(declared);
   }
 
   @ParameterizedTest

@@ -29,7 +29,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** The time rules of DESIGN section 5 at the operator: allowed lateness with fence history, and its bounds. */
+/** The time rules (docs/design.md#time-rules) at the operator: allowed lateness with fence history, and its bounds. */
 class EventTimeRulesTest {
 
   private static final String SQUARE = "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0))";

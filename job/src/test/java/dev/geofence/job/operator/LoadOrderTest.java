@@ -34,11 +34,11 @@ import org.locationtech.jts.io.WKTReader;
 /**
  * A fresh start's or a rebuild's read hands the operator its fences in the order of the keys
  * that the fence maps ({@link FenceIndexState#fencesStateDescriptor()}) have on RocksDB, so that
- * the load writes files that do not overlap (README "Performance"). The keys are Flink's own
- * bytes, built as RocksDB's map state builds them (key group, the job's key serializer, the
- * namespace, the map key), and RocksDB orders them as unsigned bytes. The table has ids of
- * lengths from 3 to 300 characters (a length over 126 takes two bytes), characters beyond ASCII
- * (each takes two or three), and fences deleted and re-created.
+ * the load writes files that do not overlap (docs/performance/journal.md, "2026-12-03: a load in
+ * RocksDB's key order"). The keys are Flink's own bytes, built as RocksDB's map state builds them
+ * (key group, the job's key serializer, the namespace, the map key), and RocksDB orders them as
+ * unsigned bytes. The table has ids of lengths from 3 to 300 characters (a length over 126 takes
+ * two bytes), characters beyond ASCII (each takes two or three), and fences deleted and re-created.
  */
 class LoadOrderTest {
 

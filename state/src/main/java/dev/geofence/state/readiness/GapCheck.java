@@ -4,7 +4,7 @@ import java.util.Objects;
 
 /**
  * Decides whether the change stream can still cover a restored index: the check every restore
- * runs before any location is evaluated (DESIGN section 6).
+ * runs before any location is evaluated (docs/design.md#gap-check).
  *
  * <p>The slot must exist and must not have lost WAL it needs ({@code wal_status = 'lost'}); else
  * the restored fences cannot be trusted and are rebuilt from the source of truth. When the slot

@@ -1,7 +1,7 @@
 package dev.geofence.state.readiness;
 
 /**
- * The phases of a subtask's warm-up (DESIGN section 6), exported as the gauge {@code
+ * The phases of a subtask's warm-up (docs/design.md#phases), exported as the gauge {@code
  * index_load_phase} by {@link #code()} and logged by name on every change.
  */
 public enum LoadPhase {

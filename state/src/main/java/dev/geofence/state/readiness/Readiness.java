@@ -2,7 +2,7 @@ package dev.geofence.state.readiness;
 
 /**
  * Whether one subtask's fence index is provably complete, and which warm-up phase it is in
- * (DESIGN section 6). Ready means all of:
+ * (docs/design.md#readiness). Ready means all of:
  *
  * <ul>
  *   <li>the restored position is proven covered by the change stream, or the index was read from

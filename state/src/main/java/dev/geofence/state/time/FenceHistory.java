@@ -13,11 +13,11 @@ import org.locationtech.jts.geom.Envelope;
 import org.locationtech.jts.index.quadtree.Quadtree;
 
 /**
- * The fence versions no longer in force that a late location may still need (DESIGN section 5):
- * for each fence edited within the allowed lateness, the versions it had before, each with the time
- * it stopped being in force (the commit time of the edit that replaced it). A fence that did not
- * exist, or was deleted, has a version without geometry, so that a late location does not see a
- * fence created after its time and does see one deleted after it.
+ * The fence versions no longer in force that a late location may still need
+ * (docs/design.md#time-rules): for each fence edited within the allowed lateness, the versions it
+ * had before, each with the time it stopped being in force (the commit time of the edit that
+ * replaced it). A fence that did not exist, or was deleted, has a version without geometry, so that
+ * a late location does not see a fence created after its time and does see one deleted after it.
  *
  * <p>A version ended at time u was in force up to but excluding u (an edit committed at u applies
  * to locations at u). A fence with no versions here has been as it is now for as long as any

@@ -4,8 +4,8 @@ import java.io.Serializable;
 import java.time.Duration;
 
 /**
- * Which locations event time admits, and how far back it looks (DESIGN section 5). Three rules,
- * each with the reason of the dead letter a location it refuses becomes:
+ * Which locations event time admits, and how far back it looks (docs/design.md#time-rules). Three
+ * rules, each with the reason of the dead letter a location it refuses becomes:
  *
  * <ul>
  *   <li>{@link #FUTURE_TIMESTAMP}: stamped more than the maximum clock skew ahead of the clock it
