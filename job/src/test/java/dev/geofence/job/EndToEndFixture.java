@@ -381,6 +381,32 @@ abstract class EndToEndFixture {
    * Returns the sentinel object, which stays inside those fences.
    */
   String awaitEvaluated() throws Exception {
+    String object = writeSentinel();
+    int count = sentinelFences.size();
+    Waiting.until("every subtask to evaluate the locations up to " + object + ", which ENTERs " + sentinelFences, PATIENCE,
+        () -> queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = '" + object + "'") == count
+            && queryLong("SELECT count(*) FROM geofence_presence WHERE object_id = '" + object + "'") == count);
+    return object;
+  }
+
+  /**
+   * Writes the next sentinel location, after every location so far, creating the sentinel fences it
+   * is to enter first ({@link #placeSentinelFences}); returns its object. {@link #awaitEvaluated}
+   * then waits for it; a history replayed without a job writes it alone.
+   */
+  String writeSentinel() throws Exception {
+    placeSentinelFences();
+    String object = "sentinel-object-" + sentinels++;
+    write(List.of(new Location(object, nextLocationTime(), SENTINEL_AREA.centre().x, SENTINEL_AREA.centre().y, null)));
+    return object;
+  }
+
+  /**
+   * Creates a sentinel fence for each subtask of the parallelism the job runs at that owns none
+   * yet: the ids depend only on the parallelisms run at, so that a history replayed without a job
+   * makes the same fences.
+   */
+  void placeSentinelFences() throws Exception {
     for (int subtask = 0; subtask < parallelism; subtask++) {
       final int owner = subtask;
       if (sentinelFences.stream().noneMatch(id -> subtaskOf(id) == owner)) {
@@ -392,14 +418,6 @@ abstract class EndToEndFixture {
         sentinelFences.add(id);
       }
     }
-    String object = "sentinel-object-" + sentinels++;
-    Location sentinel = new Location(object, nextLocationTime(), SENTINEL_AREA.centre().x, SENTINEL_AREA.centre().y, null);
-    write(List.of(sentinel));
-    int count = sentinelFences.size();
-    Waiting.until("every subtask to evaluate the locations up to " + object + ", which ENTERs " + sentinelFences, PATIENCE,
-        () -> queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = '" + object + "'") == count
-            && queryLong("SELECT count(*) FROM geofence_presence WHERE object_id = '" + object + "'") == count);
-    return object;
   }
 
   /** The subtask of the fence index that owns a fence at the parallelism the job runs at. */
