@@ -3,7 +3,7 @@ package dev.geofence.job;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
-import dev.geofence.job.operator.FenceIndexOperator;
+import dev.geofence.job.index.FenceIndexOperator;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;

@@ -2,7 +2,7 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.job.operator.FenceIndexMetrics;
+import dev.geofence.job.index.FenceIndexMetrics;
 import dev.geofence.state.checksum.FenceBuckets;
 import java.sql.Statement;
 import java.util.List;

@@ -5,7 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.config.CommandArguments;
 import dev.geofence.job.GeofenceJob;
-import dev.geofence.job.operator.FenceIndexMetrics;
+import dev.geofence.job.index.FenceIndexMetrics;
 import dev.geofence.state.readiness.LoadPhase;
 import java.io.IOException;
 import java.io.PrintStream;

@@ -55,7 +55,7 @@ public final class FenceIndexState {
   private static final String PENDING_EDITS_STATE = "pending-edits";
   private static final String PENDING_EXITS_STATE = "pending-exits";
   /** The fences' versions, and the name of the event-time timers by which an earlier release pruned them. */
-  static final String HISTORY_STATE = "fence-history";
+  public static final String HISTORY_STATE = "fence-history";
 
   /**
    * Every fence's stored version, a map per bucket (keyed like the bucket's fingerprint): a restore
@@ -116,7 +116,7 @@ public final class FenceIndexState {
   }
 
   /** What a restore finds besides the fences, in the order it reads it. */
-  interface Restored {
+  public interface Restored {
     void fingerprint(StoredFingerprint fingerprint);
 
     void position(StoredPosition position);
@@ -136,7 +136,7 @@ public final class FenceIndexState {
    * A fence's stored version, as a restore reads it ({@link StoredFence#UNREADABLE} for one of an
    * unknown format), with the bucket it is stored in.
    */
-  interface StoredFenceConsumer {
+  public interface StoredFenceConsumer {
     void accept(int bucket, String fenceId, StoredFence stored) throws Exception;
   }
 
@@ -172,7 +172,7 @@ public final class FenceIndexState {
    * @param previousLayout whether to write as releases before the per-bucket maps and the state's own record types did
    *     (tests of the move)
    */
-  FenceIndexState(KeyedStateStore store, KeyedStateBackend<FenceKey> backend, StoredFenceSerializer fenceSerializer,
+  public FenceIndexState(KeyedStateStore store, KeyedStateBackend<FenceKey> backend, StoredFenceSerializer fenceSerializer,
       boolean previousLayout) {
     this.backend = backend;
     this.fenceSerializer = fenceSerializer;
@@ -196,7 +196,7 @@ public final class FenceIndexState {
    * of the per-fence layout into their buckets' maps (once; the next checkpoint carries the move)
    * and reads them too.
    */
-  void readFences(int maxParallelism, KeyGroupRange keyGroups, StoredFenceConsumer consumer) throws Exception {
+  public void readFences(int maxParallelism, KeyGroupRange keyGroups, StoredFenceConsumer consumer) throws Exception {
     // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
     // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (docs/performance/journal.md, "2026-12-02: two runs back to back").
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
@@ -227,7 +227,7 @@ public final class FenceIndexState {
    * stream's records into those types (once; the next checkpoint carries the move), then reads
    * everything else this state holds.
    */
-  void readTheRest(Restored restored) throws Exception {
+  public void readTheRest(Restored restored) throws Exception {
     Map<FenceKey, FenceChange> legacy = new HashMap<>();
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyBucketStatsStateDescriptor(),
         (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
@@ -278,14 +278,14 @@ public final class FenceIndexState {
   }
 
   /** How many fences the last {@link #readFences} moved from the per-fence layout into the bucket maps. */
-  int movedFromPerFenceLayout() {
+  public int movedFromPerFenceLayout() {
     return movedFromPerFenceLayout;
   }
 
   // ---- fences, in their buckets' maps --------------------------------------------------------------
 
   /** Stores a fence's version in its bucket's map (written behind). */
-  void store(String fenceId, StoredFence stored) throws Exception {
+  public void store(String fenceId, StoredFence stored) throws Exception {
     if (previousLayout) {
       withKey(new FenceKey(fenceId), () -> {
         fence.update(stored);
@@ -297,14 +297,14 @@ public final class FenceIndexState {
   }
 
   /** The tenant of a fence's stored version, or null if there is none (or it has no tenant). */
-  String storedTenant(String fenceId) throws Exception {
+  public String storedTenant(String fenceId) throws Exception {
     StoredFence stored = unwrittenFences.containsKey(fenceId) ? unwrittenFences.get(fenceId)
         : withKey(bucketKey(fenceId), () -> fences.get(fenceId));
     return stored == null ? null : stored.tenant;
   }
 
   /** Removes a fence's stored version (written behind). */
-  void removeFence(String fenceId) throws Exception {
+  public void removeFence(String fenceId) throws Exception {
     holdBack(fenceId, null);
   }
 
@@ -319,7 +319,7 @@ public final class FenceIndexState {
    * Writes the fences and fingerprints held back into keyed state: called in {@code snapshotState},
    * before the keyed state backend takes its snapshot.
    */
-  void writeUnwritten() throws Exception {
+  public void writeUnwritten() throws Exception {
     if (unwrittenFences.isEmpty() && unwrittenFingerprints.isEmpty()) {
       return;
     }
@@ -346,7 +346,7 @@ public final class FenceIndexState {
   // ---- a bucket's fingerprint and a key group's position: of the current key -----------------------
 
   /** Stores the bucket's fingerprint (written behind in the current layout). */
-  void storeFingerprint(FenceChange bucketStats) throws Exception {
+  public void storeFingerprint(FenceChange bucketStats) throws Exception {
     if (previousLayout) {
       legacyBucketStats.update(bucketStats);
     } else {
@@ -354,7 +354,7 @@ public final class FenceIndexState {
     }
   }
 
-  void storePosition(FenceChange heartbeat) throws Exception {
+  public void storePosition(FenceChange heartbeat) throws Exception {
     if (previousLayout) {
       legacyStreamPosition.update(heartbeat);
     } else {
@@ -365,8 +365,8 @@ public final class FenceIndexState {
   // ---- a fence's objects, queued edits and EXITs, versions: of the current key ---------------------
 
   /** Who is inside each fence: sets the fence's key. */
-  Evaluation.Membership membership() {
-    return new Evaluation.Membership() {
+  public Membership membership() {
+    return new Membership() {
       @Override
       public void entered(String fenceId, String objectId, long since) throws Exception {
         backend.setCurrentKey(new FenceKey(fenceId));
@@ -381,20 +381,20 @@ public final class FenceIndexState {
     };
   }
 
-  Iterable<String> members() throws Exception {
+  public Iterable<String> members() throws Exception {
     return members.keys();
   }
 
-  void clearMembers() {
+  public void clearMembers() {
     members.clear();
   }
 
-  void queueEdit(FenceChange change) throws Exception {
+  public void queueEdit(FenceChange change) throws Exception {
     pendingEdits.add(change);
   }
 
   /** Takes the queued edits committed at or before {@code time} out of the queue, in the order they were queued. */
-  List<FenceChange> takeEditsUpTo(long time) throws Exception {
+  public List<FenceChange> takeEditsUpTo(long time) throws Exception {
     List<FenceChange> due = new ArrayList<>();
     List<FenceChange> keep = new ArrayList<>();
     for (FenceChange change : pendingEdits.get()) {
@@ -406,12 +406,12 @@ public final class FenceIndexState {
     return due;
   }
 
-  void queueExit(long deletedAt, long seq) throws Exception {
+  public void queueExit(long deletedAt, long seq) throws Exception {
     pendingExits.put(deletedAt, seq);
   }
 
   /** Takes the oldest delete whose EXITs wait: its commit time and seq. */
-  Map.Entry<Long, Long> takeOldestExit() throws Exception {
+  public Map.Entry<Long, Long> takeOldestExit() throws Exception {
     long oldest = Long.MAX_VALUE;
     for (Long time : pendingExits.keys()) {
       oldest = Math.min(oldest, time);
@@ -421,16 +421,16 @@ public final class FenceIndexState {
     return Map.entry(oldest, seq);
   }
 
-  void keepVersion(long until, StoredFence version) throws Exception {
+  public void keepVersion(long until, StoredFence version) throws Exception {
     history.put(until, version);
   }
 
-  void forgetVersions() {
+  public void forgetVersions() {
     history.clear();
   }
 
   /** Forgets the versions that ended at or before {@code horizon}. */
-  void forgetVersionsUpTo(long horizon) throws Exception {
+  public void forgetVersionsUpTo(long horizon) throws Exception {
     List<Long> ended = new ArrayList<>();
     for (Long until : history.keys()) {
       if (until <= horizon) {

@@ -16,7 +16,7 @@ public class PendingLocation {
 
   public PendingLocation() {}
 
-  PendingLocation(Location location, int keyGroupStart, int keyGroupEnd) {
+  public PendingLocation(Location location, int keyGroupStart, int keyGroupEnd) {
     this.location = location;
     this.keyGroupStart = keyGroupStart;
     this.keyGroupEnd = keyGroupEnd;

@@ -17,7 +17,7 @@ public final class StoredFence {
    * A value of a format this release cannot read (see {@link StoredFenceSerializer}): the restored
    * fences cannot be used, and the index is rebuilt from the source.
    */
-  static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, 0, 0);
+  public static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, 0, 0);
 
   final long seq;
   final boolean deleted;
@@ -26,7 +26,7 @@ public final class StoredFence {
   final long commitLsn;
   final long commitTime;
 
-  StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
+  public StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
     this.seq = seq;
     this.deleted = deleted;
     this.geometry = geometry;
@@ -74,7 +74,7 @@ public final class StoredFence {
   }
 
   /** The edit that, applied to an empty fence set, restores this version. */
-  FenceEdit asSnapshotEdit(String fenceId) {
+  public FenceEdit asSnapshotEdit(String fenceId) {
     if (deleted) {
       return FenceEdit.delete(fenceId, seq, EditOrigin.SNAPSHOT, commitLsn, commitTime);
     }

@@ -51,7 +51,7 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
     this(FORMAT_VERSION);
   }
 
-  StoredFenceSerializer(byte writtenVersion) {
+  public StoredFenceSerializer(byte writtenVersion) {
     this.writtenVersion = writtenVersion;
   }
 

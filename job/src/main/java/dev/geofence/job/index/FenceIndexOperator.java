@@ -1,5 +1,12 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
+import dev.geofence.job.operator.FenceIndexState;
+import dev.geofence.job.operator.FenceKey;
+import dev.geofence.job.operator.PendingLocation;
+import dev.geofence.job.operator.StoredFence;
+import dev.geofence.job.operator.StoredFenceSerializer;
+import dev.geofence.job.operator.StoredFingerprint;
+import dev.geofence.job.operator.StoredPosition;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.config.GeofenceOptions;
@@ -320,8 +327,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
         recoverySteps.unreadable(id);
       } else {
         stored.add(fence.asSnapshotEdit(id));
-        if (!fence.deleted) {
-          readiness.fingerprints().add(bucket, id, fence.seq);
+        if (!fence.deleted()) {
+          readiness.fingerprints().add(bucket, id, fence.seq());
         }
       }
     });
@@ -363,7 +370,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
       @Override
       public void version(String fenceId, long until, StoredFence version) {
-        history.restored(fenceId, new FenceHistory.Version(version.seq, version.geometry, version.tenant, until));
+        history.restored(fenceId, new FenceHistory.Version(version.seq(), version.geometry(), version.tenant(), until));
       }
 
       @Override

@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 /**
  * The names of the fence index operator's metrics, for the operator that registers them and for

@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.state.edit.FenceSet;

@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 import dev.geofence.connectors.model.Location;
 import dev.geofence.state.index.FenceIndex;

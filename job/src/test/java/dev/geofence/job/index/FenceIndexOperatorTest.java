@@ -1,5 +1,6 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
+import dev.geofence.job.operator.FenceKey;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.cdc.FenceChange;

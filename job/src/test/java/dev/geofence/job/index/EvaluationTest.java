@@ -1,5 +1,6 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
+import dev.geofence.job.operator.Membership;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.model.GeofenceTrigger;
@@ -126,7 +127,7 @@ class EvaluationTest {
   }
 
   /** Who is inside which fence, as the operator's keyed state would hold it. */
-  private static final class Recorded implements Evaluation.Membership {
+  private static final class Recorded implements Membership {
     final Map<String, Set<String>> inside = new HashMap<>();
 
     @Override

@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.state.geom.BadGeometryException;

@@ -1,5 +1,6 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
+import dev.geofence.job.operator.Membership;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerKind;
@@ -40,13 +41,6 @@ import java.util.function.Predicate;
  * decided as {@link #evaluate} would, in the order added. Not thread-safe.
  */
 final class Evaluation {
-
-  /** The durable record of who is inside a fence, kept by the owner. */
-  interface Membership {
-    void entered(String fenceId, String objectId, long since) throws Exception;
-
-    void left(String fenceId, String objectId) throws Exception;
-  }
 
   /** Told of a location older than the newest evaluated for its object, which changed nothing. */
   interface OutOfOrder {

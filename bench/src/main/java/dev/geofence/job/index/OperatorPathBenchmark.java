@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 import dev.geofence.connectors.location.Fleet;
 import dev.geofence.connectors.model.Location;
@@ -147,7 +147,7 @@ public final class OperatorPathBenchmark {
   }
 
   /** One pass of the operator's path over a fresh membership: hold, release every 200 ms, evaluate. */
-  private static final class Pass implements EventClock.Due, Evaluation.Membership {
+  private static final class Pass implements EventClock.Due, dev.geofence.job.operator.Membership {
     final EventClock clock = new EventClock();
     final Evaluation evaluation;
     final int batch;

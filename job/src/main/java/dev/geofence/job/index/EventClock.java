@@ -1,5 +1,6 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
+import dev.geofence.job.operator.PendingLocation;
 import dev.geofence.connectors.model.Location;
 import java.util.ArrayDeque;
 import java.util.ArrayList;

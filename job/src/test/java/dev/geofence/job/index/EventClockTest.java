@@ -1,4 +1,4 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

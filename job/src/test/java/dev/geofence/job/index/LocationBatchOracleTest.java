@@ -1,10 +1,11 @@
-package dev.geofence.job.operator;
+package dev.geofence.job.index;
 
-import static dev.geofence.job.operator.FenceIndexOperatorTest.delete;
-import static dev.geofence.job.operator.FenceIndexOperatorTest.location;
-import static dev.geofence.job.operator.FenceIndexOperatorTest.triggers;
-import static dev.geofence.job.operator.FenceIndexOperatorTest.upsert;
-import static dev.geofence.job.operator.FenceIndexOperatorTest.watermark;
+import dev.geofence.job.operator.FenceKey;
+import static dev.geofence.job.index.FenceIndexOperatorTest.delete;
+import static dev.geofence.job.index.FenceIndexOperatorTest.location;
+import static dev.geofence.job.index.FenceIndexOperatorTest.triggers;
+import static dev.geofence.job.index.FenceIndexOperatorTest.upsert;
+import static dev.geofence.job.index.FenceIndexOperatorTest.watermark;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.cdc.FenceChange;
