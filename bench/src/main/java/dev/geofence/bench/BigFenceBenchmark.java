@@ -1,7 +1,7 @@
 package dev.geofence.bench;
 
 import dev.geofence.state.geom.FenceGeometry;
-import dev.geofence.state.testing.Shapes;
+import dev.geofence.state.shape.Shapes;
 import java.lang.ref.Reference;
 import java.util.ArrayList;
 import java.util.List;

@@ -3,7 +3,7 @@ package dev.geofence.bench;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.index.PackedRTree;
-import dev.geofence.state.testing.Shapes;
+import dev.geofence.state.shape.Shapes;
 import java.lang.ref.Reference;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -3,7 +3,6 @@ package dev.geofence.job;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
-import dev.geofence.job.index.FenceIndexOperator;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;
@@ -92,8 +91,8 @@ public final class JobSettings implements Serializable {
     private Duration locationOutOfOrderness = GeofenceOptions.LOCATION_OUT_OF_ORDERNESS.defaultValue();
     private Duration locationIdleness = Duration.ofSeconds(5);
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
-    private int maxHeldLocations = FenceIndexOperator.DEFAULT_MAX_HELD_LOCATIONS;
-    private int evaluationBatchSize = FenceIndexOperator.DEFAULT_EVALUATION_BATCH_SIZE;
+    private int maxHeldLocations = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
+    private int evaluationBatchSize = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
 
     private Builder() {}
 

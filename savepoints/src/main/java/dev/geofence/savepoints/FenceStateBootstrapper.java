@@ -3,9 +3,9 @@ package dev.geofence.savepoints;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
-import dev.geofence.job.operator.StoredFence;
-import dev.geofence.job.operator.StoredFingerprint;
-import dev.geofence.job.operator.StoredPosition;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.readiness.StreamPosition;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -32,8 +32,8 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
   private transient FenceGeometryReader reader;
   private transient MapState<String, StoredFence> fences;
   private transient MapState<String, Long> members;
-  private transient ValueState<StoredFingerprint> fingerprint;
-  private transient ValueState<StoredPosition> position;
+  private transient ValueState<BucketFingerprint> fingerprint;
+  private transient ValueState<StreamPosition> position;
 
   FenceStateBootstrapper(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this.geometryOptions = geometryOptions;
@@ -71,10 +71,10 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
         return;
       }
       case BUCKET_STATS:
-        fingerprint.update(StoredFingerprint.of(change));
+        fingerprint.update(FenceIndexState.fingerprintOf(change));
         return;
       case HEARTBEAT:
-        position.update(StoredPosition.of(change));
+        position.update(FenceIndexState.positionOf(change));
         return;
       default:
         throw new IllegalArgumentException("a bootstrap writes fences, fingerprints and positions, not " + change.kind);

@@ -3,9 +3,9 @@ package dev.geofence.savepoints;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
-import dev.geofence.job.operator.StoredFence;
-import dev.geofence.job.operator.StoredFingerprint;
-import dev.geofence.job.operator.StoredPosition;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.readiness.StreamPosition;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -30,8 +30,8 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   /** Fences as releases before the per-bucket maps kept them, one per fence key. */
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
-  private transient ValueState<StoredFingerprint> fingerprint;
-  private transient ValueState<StoredPosition> position;
+  private transient ValueState<BucketFingerprint> fingerprint;
+  private transient ValueState<StreamPosition> position;
   /** Fingerprints and positions as releases before their own state types kept them. */
   private transient ValueState<FenceChange> legacyBucketStats;
   private transient ValueState<FenceChange> legacyStreamPosition;
@@ -81,7 +81,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       out.collect(entry);
     }
     FenceChange legacyStats = legacyBucketStats.value();
-    StoredFingerprint stats = legacyStats != null ? StoredFingerprint.of(legacyStats) : fingerprint.value();
+    BucketFingerprint stats = legacyStats != null ? FenceIndexState.fingerprintOf(legacyStats) : fingerprint.value();
     if (stats != null) {
       FenceStateEntry entry = entry(FenceStateEntry.Kind.BUCKET_STATS, Integer.toString(stats.bucket()), keyGroup);
       entry.seq = stats.version();
@@ -92,7 +92,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       out.collect(entry);
     }
     FenceChange legacyPosition = legacyStreamPosition.value();
-    StoredPosition position = legacyPosition != null ? StoredPosition.of(legacyPosition) : this.position.value();
+    StreamPosition position = legacyPosition != null ? FenceIndexState.positionOf(legacyPosition) : this.position.value();
     if (position != null) {
       FenceStateEntry entry = entry(FenceStateEntry.Kind.STREAM_POSITION, Integer.toString(keyGroup), keyGroup);
       entry.lsn = position.lsn();

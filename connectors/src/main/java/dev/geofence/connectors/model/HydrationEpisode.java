@@ -2,9 +2,51 @@ package dev.geofence.connectors.model;
 
 /**
  * One warm-up of one subtask's fence index (a fresh start, a restore, a rebuild): a row of {@code
- * hydration_history}. Times are epoch milliseconds, 0 when the phase was not reached. A Flink POJO.
+ * hydration_history}. Times are epoch milliseconds, 0 when the phase was not reached. A Flink POJO
+ * whose fields the job's hydration recorder alone writes.
  */
 public class HydrationEpisode {
+
+  /** How a warm-up began; {@link #label()} is its value in {@code hydration_history.start_mode}. */
+  public enum StartMode {
+    FRESH("fresh"),
+    CHECKPOINT("checkpoint"),
+    SAVEPOINT("savepoint"),
+    /** Trusted no longer while running (a seq gap, a bucket that stayed mismatched): rebuilt. */
+    REBUILD("rebuild");
+
+    private final String label;
+
+    StartMode(String label) {
+      this.label = label;
+    }
+
+    public String label() {
+      return label;
+    }
+  }
+
+  /** What the gap check found; {@link #label()} is its value in {@code hydration_history.gap_check}. */
+  public enum GapCheck {
+    /** The change stream provably covers the restored state. */
+    COVERED("covered"),
+    /** It does not (or the state was untrusted already): the index is rebuilt. */
+    GAP("gap"),
+    /** A fresh start: there was nothing to check. */
+    NOT_NEEDED("not-needed"),
+    /** The source could not be asked (yet); tried again. */
+    UNREACHABLE("unreachable");
+
+    private final String label;
+
+    GapCheck(String label) {
+      this.label = label;
+    }
+
+    public String label() {
+      return label;
+    }
+  }
 
   public String jobName;
   public String jobId;
@@ -12,8 +54,7 @@ public class HydrationEpisode {
   public int attempt;
   public int keyGroupStart;
   public int keyGroupEnd;
-  /** {@code fresh}, {@code checkpoint}, {@code savepoint}, or {@code rebuild} after a seq gap while running. */
-  public String startMode;
+  public StartMode startMode;
   /** The checkpoint id or savepoint path restored from; null for a fresh start. */
   public String restoredFrom;
   public long installedAt;
@@ -25,8 +66,8 @@ public class HydrationEpisode {
   public long restoredCommitTime;
   public long editsReplayed;
   public long editsCoalesced;
-  /** {@code covered}, {@code gap}, {@code not-needed} (fresh start) or {@code unreachable}. */
-  public String gapCheck;
+  /** Null until a restore's gap check has answered. */
+  public GapCheck gapCheck;
   public String gapReason;
   /** Buckets read again from the source because they stayed mismatched; 0 when none was. */
   public long bucketsReread;

@@ -135,7 +135,7 @@ public final class JdbcOutputs {
     s.setInt(i++, e.attempt);
     s.setInt(i++, e.keyGroupStart);
     s.setInt(i++, e.keyGroupEnd);
-    s.setString(i++, e.startMode);
+    s.setString(i++, e.startMode == null ? null : e.startMode.label());
     s.setString(i++, e.restoredFrom);
     s.setTimestamp(i++, new Timestamp(e.installedAt));
     setTime(s, i++, e.restoredAt);
@@ -145,7 +145,7 @@ public final class JdbcOutputs {
     setTime(s, i++, e.restoredCommitTime);
     s.setLong(i++, e.editsReplayed);
     s.setLong(i++, e.editsCoalesced);
-    s.setString(i++, e.gapCheck);
+    s.setString(i++, e.gapCheck == null ? null : e.gapCheck.label());
     s.setString(i++, e.gapReason);
     s.setLong(i++, e.bucketsReread);
     s.setString(i++, e.rereadReason);

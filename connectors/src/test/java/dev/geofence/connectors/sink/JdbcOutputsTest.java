@@ -211,11 +211,11 @@ class JdbcOutputsTest {
     e.subtask = subtask;
     e.keyGroupStart = subtask * 64;
     e.keyGroupEnd = subtask * 64 + 63;
-    e.startMode = "savepoint";
+    e.startMode = HydrationEpisode.StartMode.SAVEPOINT;
     e.restoredFrom = "file:///savepoints/sp-1";
     e.installedAt = INSTALLED_AT;
     e.restoredLsn = "0/16B3748";
-    e.gapCheck = "covered";
+    e.gapCheck = HydrationEpisode.GapCheck.COVERED;
     return e;
   }
 

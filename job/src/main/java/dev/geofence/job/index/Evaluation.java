@@ -16,6 +16,7 @@ import java.util.Set;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
+import org.apache.flink.annotation.Internal;
 
 /**
  * Evaluates locations against a subtask's fences (docs/design.md#evaluation): ENTER when an object is inside
@@ -38,12 +39,14 @@ import java.util.function.Predicate;
  *
  * <p>Locations released together are evaluated in batches ({@link #add}, {@link #flush}), through
  * one query of the index per batch, whose stages overlap the cache misses of its points; each is
- * decided as {@link #evaluate} would, in the order added. Not thread-safe.
+ * decided as {@link #evaluate} would, in the order added. Not thread-safe. Public for the benchmark
+ * of the location path; not an API.
  */
-final class Evaluation {
+@Internal
+public final class Evaluation {
 
   /** Told of a location older than the newest evaluated for its object, which changed nothing. */
-  interface OutOfOrder {
+  public interface OutOfOrder {
     void refused(Location location, long newest);
   }
 
@@ -68,7 +71,7 @@ final class Evaluation {
    * @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit})
    * @param batchSize locations per query of the index ({@link #add}); 1 queries each alone
    */
-  Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
+  public Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
       OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd, int batchSize) {
     this.exitPending = exitPending;
     this.batch = new LocationBatch(batchSize);
@@ -249,8 +252,24 @@ final class Evaluation {
     });
   }
 
+  /** Objects' newest times are pruned only beyond this many, so that a small fleet costs no pruning. */
+  private static final int MIN_OBJECTS_KEPT = 1024;
+  /** When the objects' newest times are next pruned ({@link #maybeForgetOlderThan}). */
+  private int forgetAbove = MIN_OBJECTS_KEPT;
+
+  /**
+   * Forgets the objects seen no more within the lateness ({@link #forgetOlderThan}) each time their
+   * map has doubled, not only at checkpoints.
+   */
+  void maybeForgetOlderThan(long horizon) {
+    if (objects.size() > forgetAbove) {
+      forgetOlderThan(horizon);
+      forgetAbove = Math.max(MIN_OBJECTS_KEPT, 2 * objects.size());
+    }
+  }
+
   /** How many objects this holds: with a newest location time, or inside a fence. */
-  int objects() {
+  public int objects() {
     return objects.size();
   }
 

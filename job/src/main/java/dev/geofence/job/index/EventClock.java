@@ -2,37 +2,40 @@ package dev.geofence.job.index;
 
 import dev.geofence.job.operator.PendingLocation;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.ledger.Schedule;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import org.apache.flink.annotation.Internal;
 
 /**
- * The fence index's clock, and what waits for it (docs/design.md#time-rules): a location with event time t
- * is evaluated against the fences holding exactly the edits committed at or before t. The clock is
- * the operator's combined watermark; fence edits committed after it and locations not yet
- * evaluated wait here, and are released in time order, edits first on a tie, so that every subtask
- * reaches the same decisions from the same elements and watermarks, and a replay emits the same.
+ * The fence index's clock, and the locations that wait for it (design: "Time rules"): a location
+ * with event time t is evaluated against the fences holding exactly the edits committed at or before
+ * t. The clock is the operator's combined watermark; fence edits committed after it wait in the
+ * ledger's {@link Schedule}, locations not yet evaluated here, and both are released in time order,
+ * edits first on a tie, so that every subtask reaches the same decisions from the same elements and
+ * watermarks, and a replay emits the same.
  *
  * <p>An edit that no location still to be evaluated can precede (older than every held location
- * and than the location watermark) and that is behind no pending edit of its key applies at once:
- * a catch-up's backlog does not take a round trip through keyed state per edit. So does any edit
- * behind no pending edit of its key while the index warms up: no location is evaluated before it
- * is ready, and those older than the edit then see the fence of their time through the history
- * (the owner keeps it for them, and holds a delete's EXITs until the clock and every older location
- * have passed it); otherwise the locations a savepoint holds, older than a whole backlog, would send
- * every edit of it through keyed state. The edits' content is the owner's (in keyed state); this
- * holds their times and keys. Not thread-safe.
+ * and than the location watermark) and that is behind no queued edit of its key applies at once:
+ * a catch-up's backlog does not wait for the clock edit by edit. So does any edit behind no queued
+ * edit of its key while the index warms up: no location is evaluated before it is ready, and those
+ * older than the edit then see the fence of their time through the history (the ledger keeps it for
+ * them, and holds a delete's EXITs until the clock and every older location have passed it);
+ * otherwise the locations a savepoint holds, older than a whole backlog, would queue every edit of
+ * it. Not thread-safe. Public for the benchmark of the location path; not an API.
  */
-final class EventClock {
+@Internal
+public final class EventClock implements FenceLedger.Clock {
 
   /** What the clock releases, in time order. */
-  interface Due {
+  public interface Due {
     /** Applies the key's pending edits committed at or before {@code time}. */
     void applyPending(String key, long time) throws Exception;
 
@@ -43,39 +46,58 @@ final class EventClock {
     void exitDeleted(String key) throws Exception;
   }
 
-  private record PendingEdit(long time, long arrival, String key) {}
-
   /** A location not evaluated yet, with the key groups it is owed to. */
   private record Held(long arrival, Location location, int keyGroupStart, int keyGroupEnd) {}
 
-  private final PriorityQueue<PendingEdit> edits =
-      new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
-  /** How many entries of {@link #edits} each key has. */
-  private final Map<String, Integer> editsPerKey = new HashMap<>();
-  /** Deletes applied while older locations were held, whose EXITs wait for those ({@link #queueExit}). */
-  private final PriorityQueue<PendingEdit> exits =
-      new PriorityQueue<>(Comparator.comparingLong(PendingEdit::time).thenComparingLong(PendingEdit::arrival));
-  private final Map<String, Integer> exitsPerKey = new HashMap<>();
   /** The order locations are released in: by time, then by arrival. */
   private static final Comparator<Held> RELEASE_ORDER =
       Comparator.<Held>comparingLong(h -> h.location().timestamp).thenComparingLong(Held::arrival);
 
   private final HeldLocations locations = new HeldLocations();
+  private final Schedule schedule;
+  private final LocationTimePolicy timePolicy;
   private long clock = Long.MIN_VALUE;
+  /** Whether the index has not been ready yet in this attempt. */
+  private boolean warmingUp = true;
   /** The location input's own watermark: no location to come (on time) is older. */
   private long locationWatermark = Long.MIN_VALUE;
   private long newestHeld = Long.MIN_VALUE;
   private long arrivals;
 
-  long time() {
+  /**
+   * @param schedule where the fences' edits and EXITs wait
+   * @param timePolicy how far back a late location may reach, and so how long history is kept
+   */
+  public EventClock(Schedule schedule, LocationTimePolicy timePolicy) {
+    this.schedule = schedule;
+    this.timePolicy = timePolicy;
+  }
+
+  @Override
+  public long time() {
     return clock;
+  }
+
+  /** The index is ready: from now on an edit waits for every older location, ready or not. */
+  void indexReady() {
+    warmingUp = false;
+  }
+
+  @Override
+  public boolean warmingUp() {
+    return warmingUp;
+  }
+
+  @Override
+  public long historyHorizon() {
+    return Math.min(timePolicy.historyHorizon(clock), oldestHeld());
   }
 
   /**
    * Moves the clock to {@code watermark} if that is later, and says whether it moved. A restored
    * clock goes on from where it was, so a location late before a restore is late after it.
    */
-  boolean advanceTo(long watermark) {
+  public boolean advanceTo(long watermark) {
     if (watermark > clock) {
       clock = watermark;
       return true;
@@ -87,36 +109,12 @@ final class EventClock {
     locationWatermark = Math.max(locationWatermark, watermark);
   }
 
-  /**
-   * Whether an edit committed at {@code commitTime} under {@code key} may apply now rather than
-   * wait; {@code warmingUp} while the index has not been ready yet.
-   */
-  boolean appliesAtOnce(long commitTime, String key, boolean warmingUp) {
-    return commitTime <= clock || ((warmingUp || commitTime <= oldestUnevaluatedLocation()) && !editsPerKey.containsKey(key));
+  @Override
+  public boolean appliesAtOnce(long commitTime, String key) {
+    return commitTime <= clock || ((warmingUp || commitTime <= oldestUnevaluatedLocation()) && !schedule.hasEdits(key));
   }
 
-  void queueEdit(long commitTime, String key) {
-    edits.add(new PendingEdit(commitTime, arrivals++, key));
-    editsPerKey.merge(key, 1, Integer::sum);
-  }
-
-  /**
-   * A delete committed at {@code time} was applied to the index while a location older than it was
-   * held (the index was not ready, as in a catch-up after a restore): its EXITs wait until every
-   * held location older than it is evaluated, ready or not, so that those see who was inside the
-   * fence, as they did in time order, and the delete EXITs whoever they leave inside.
-   */
-  void queueExit(long time, String key) {
-    exits.add(new PendingEdit(time, arrivals++, key));
-    exitsPerKey.merge(key, 1, Integer::sum);
-  }
-
-  /** Whether a delete of the key's fence waits to EXIT its members. */
-  boolean exitPending(String key) {
-    return exitsPerKey.containsKey(key);
-  }
-
-  void hold(Location location, int keyGroupStart, int keyGroupEnd) {
+  public void hold(Location location, int keyGroupStart, int keyGroupEnd) {
     locations.add(new Held(arrivals++, location, keyGroupStart, keyGroupEnd));
     newestHeld = Math.max(newestHeld, location.timestamp);
   }
@@ -134,10 +132,6 @@ final class EventClock {
 
   int heldLocations() {
     return locations.size();
-  }
-
-  int pendingEdits() {
-    return edits.size();
   }
 
   /**
@@ -158,10 +152,10 @@ final class EventClock {
    * locations, oldest first and edits first on a tie. Every edit of a fence up to the next location
    * goes at once (no location sees the versions in between, so they coalesce).
    */
-  void releaseUpTo(long time, BooleanSupplier ready, Due due) throws Exception {
+  public void releaseUpTo(long time, BooleanSupplier ready, Due due) throws Exception {
     while (true) {
-      PendingEdit edit = edits.peek();
-      PendingEdit exit = exits.peek();
+      Schedule.Entry edit = schedule.peekEdit();
+      Schedule.Entry exit = schedule.peekExit();
       Held location = locations.peek();
       // Until the index is provably complete no location is due: edits go on being applied.
       boolean locationDue = location != null && location.location().timestamp <= time && ready.getAsBoolean();
@@ -169,14 +163,12 @@ final class EventClock {
       // A delete's EXITs wait for every older held location, due or not.
       boolean exitDue = exit != null && exit.time() <= time && (location == null || exit.time() <= location.location().timestamp);
       if (editDue && (!exitDue || edit.time() <= exit.time())) {
-        edits.poll();
-        editsPerKey.computeIfPresent(edit.key(), (k, n) -> n == 1 ? null : n - 1);
+        schedule.pollEdit();
         due.applyPending(edit.key(), !locationDue ? time : Math.min(time, location.location().timestamp));
       } else if (exitDue) {
         // Called while still pending: locations the owner evaluates first still see the EXITs wait.
         due.exitDeleted(exit.key());
-        exits.poll();
-        exitsPerKey.computeIfPresent(exit.key(), (k, n) -> n == 1 ? null : n - 1);
+        schedule.pollExit();
       } else if (locationDue) {
         locations.poll();
         due.evaluate(location.location(), location.keyGroupStart(), location.keyGroupEnd());
@@ -187,7 +179,8 @@ final class EventClock {
   }
 
   /** The time of the oldest held location, or {@link Long#MAX_VALUE} if none is held. */
-  long oldestHeld() {
+  @Override
+  public long oldestHeld() {
     Held held = locations.peek();
     return held == null ? Long.MAX_VALUE : held.location().timestamp;
   }

@@ -1,6 +1,8 @@
 package dev.geofence.job.index;
 
 import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
+import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
@@ -10,7 +12,9 @@ import java.lang.management.MemoryPoolMXBean;
 import java.lang.management.MemoryType;
 import java.util.Arrays;
 import java.util.function.Consumer;
-import java.util.function.LongSupplier;
+import org.apache.flink.api.common.functions.RuntimeContext;
+import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.StateInitializationContext;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -24,15 +28,16 @@ import org.slf4j.LoggerFactory;
  */
 final class HydrationRecorder {
 
-  private static final Logger LOG = LoggerFactory.getLogger(FenceIndexOperator.class);
+  private static final Logger LOG = LoggerFactory.getLogger(HydrationRecorder.class);
   /** The buckets a line names at most. */
   private static final int MAX_BUCKETS_LOGGED = 16;
 
   private final Readiness readiness;
   private final FenceSet fences;
-  /** Fence edits received from the stream so far. */
-  private final LongSupplier editsReceived;
   private final Consumer<HydrationEpisode> emit;
+  /** Fence edits received from the stream so far. */
+  private long editsReceived;
+  private long restoredTime;
   private HydrationEpisode episode;
   private LoadPhase phase = LoadPhase.STARTING;
   private long phaseSince;
@@ -42,19 +47,87 @@ final class HydrationRecorder {
   /**
    * @param first the episode of this start, its identity and start mode filled in
    */
-  HydrationRecorder(HydrationEpisode first, Readiness readiness, FenceSet fences, LongSupplier editsReceived,
-      Consumer<HydrationEpisode> emit) {
+  HydrationRecorder(HydrationEpisode first, Readiness readiness, FenceSet fences, Consumer<HydrationEpisode> emit) {
     this.episode = first;
     this.readiness = readiness;
     this.fences = fences;
-    this.editsReceived = editsReceived;
     this.emit = emit;
     this.phaseSince = first.installedAt;
   }
 
-  /** The episode as it stands, to fill in what the owner learns (gap check, restore times). */
-  HydrationEpisode episode() {
+  /**
+   * The first episode of a subtask that began to initialize at {@code installedAt}: who it is, and
+   * how it starts (fresh, or restored from a checkpoint or from {@code savepointPath}).
+   */
+  static HydrationEpisode start(long installedAt, RuntimeContext runtime, KeyGroupRange own, StateInitializationContext context,
+      String savepointPath) {
+    HydrationEpisode episode = new HydrationEpisode();
+    episode.installedAt = installedAt;
+    episode.jobName = runtime.getJobInfo().getJobName();
+    episode.jobId = runtime.getJobInfo().getJobId().toString();
+    episode.subtask = runtime.getTaskInfo().getIndexOfThisSubtask();
+    episode.attempt = runtime.getTaskInfo().getAttemptNumber();
+    episode.keyGroupStart = own.getStartKeyGroup();
+    episode.keyGroupEnd = own.getEndKeyGroup();
+    if (!context.isRestored()) {
+      episode.startMode = StartMode.FRESH;
+      episode.gapCheck = GapCheck.NOT_NEEDED;
+    } else if (savepointPath != null && episode.attempt == 0) {
+      episode.startMode = StartMode.SAVEPOINT;
+      episode.restoredFrom = savepointPath;
+    } else {
+      episode.startMode = StartMode.CHECKPOINT;
+      episode.restoredFrom = context.getRestoredCheckpointId().isPresent()
+          ? "checkpoint " + context.getRestoredCheckpointId().getAsLong() : null;
+    }
     return episode;
+  }
+
+  /**
+   * The state is read: a restore's episode says from which position, and whether the gap check is
+   * needed at all (it is not for state already untrusted); edits are counted from here.
+   */
+  void restored(boolean restored) {
+    if (restored) {
+      restoredTime = readiness.streamTime();
+      episode.restoredLsn = Lsn.format(readiness.streamLsn());
+      episode.restoredCommitTime = readiness.streamTime();
+      episode.gapCheck = readiness.distrust() == null ? GapCheck.NOT_NEEDED : GapCheck.GAP;
+      episode.gapReason = readiness.distrust();
+    }
+    countFromHere();
+  }
+
+  /** The commit time of the restored state's stream position, or 0 for a fresh start. */
+  long restoredTime() {
+    return restoredTime;
+  }
+
+  /** A fence edit arrived from the stream. */
+  void editReceived() {
+    editsReceived++;
+  }
+
+  /** The restored state is being read. */
+  void restoring() {
+    enter(LoadPhase.RESTORING);
+  }
+
+  /** The restored state is read into the index; packing it and the rest of the restore follow. */
+  void fencesRestored() {
+    episode.restoredAt = System.currentTimeMillis();
+    enter(LoadPhase.INDEXING);
+  }
+
+  /** The restored state is indexed, ready to be checked against the stream. */
+  void indexed() {
+    episode.indexedAt = System.currentTimeMillis();
+  }
+
+  /** The gap check's verdict and why. */
+  void gapChecked(GapCheck verdict, String reason) {
+    episode.gapCheck = verdict;
+    episode.gapReason = reason;
   }
 
   LoadPhase phase() {
@@ -75,7 +148,7 @@ final class HydrationRecorder {
 
   /** Counting of replayed and coalesced edits starts here (after the restored state was read). */
   void countFromHere() {
-    editsBefore = editsReceived.getAsLong();
+    editsBefore = editsReceived;
     coalescedBefore = fences.coalescedAwayCount();
   }
 
@@ -101,7 +174,7 @@ final class HydrationRecorder {
     LOG.info("Fence index phase {} -> {} after {} ms: {} fences loaded of {} expected, {} of {} buckets unmatched, stream at {}, {} edits replayed",
         phase, next, now - phaseSince, fences.liveCount(), readiness.fingerprints().expectedFences(),
         readiness.fingerprints().unmatched(), readiness.fingerprints().ownedBuckets(), Lsn.format(readiness.streamLsn()),
-        editsReceived.getAsLong() - editsBefore);
+        editsReceived - editsBefore);
     if (next == LoadPhase.VERIFYING) {
       // Caught up, yet some buckets differ from the source: which, so that one that stays says so.
       LOG.info("Fence index waits for the fences of bucket(s) {} to match the source's fingerprints", unmatchedBuckets());
@@ -111,7 +184,7 @@ final class HydrationRecorder {
       record();
     } else if (hydrated) {
       // Trusted no longer (a seq gap): the rebuild is a warm-up of its own.
-      beginRebuild(now, "gap", readiness.distrust());
+      beginRebuild(now, readiness.distrust());
     }
     phase = next;
     phaseSince = now;
@@ -126,14 +199,14 @@ final class HydrationRecorder {
   void rereading(int buckets, String reason) {
     LOG.warn("Fence index re-reads buckets from the source: {}", reason);
     if (episode.hydratedAt != 0) {
-      beginRebuild(System.currentTimeMillis(), "gap", reason);
+      beginRebuild(System.currentTimeMillis(), reason);
     }
     episode.bucketsReread += buckets;
     episode.rereadReason = reason;
     record();
   }
 
-  private void beginRebuild(long now, String gapCheck, String reason) {
+  private void beginRebuild(long now, String reason) {
     HydrationEpisode previous = episode;
     episode = new HydrationEpisode();
     episode.installedAt = now;
@@ -143,10 +216,10 @@ final class HydrationRecorder {
     episode.attempt = previous.attempt;
     episode.keyGroupStart = previous.keyGroupStart;
     episode.keyGroupEnd = previous.keyGroupEnd;
-    episode.startMode = "rebuild";
+    episode.startMode = StartMode.REBUILD;
     episode.restoredLsn = Lsn.format(readiness.streamLsn());
     episode.restoredCommitTime = readiness.streamTime();
-    episode.gapCheck = gapCheck;
+    episode.gapCheck = GapCheck.GAP;
     episode.gapReason = reason;
     countFromHere();
     record();
@@ -155,14 +228,14 @@ final class HydrationRecorder {
   /** The index cannot be trusted: said in the episode of a warm-up still under way. */
   void distrusted(String reason) {
     if (episode.hydratedAt == 0) {
-      episode.gapCheck = "gap";
+      episode.gapCheck = GapCheck.GAP;
       episode.gapReason = reason;
     }
   }
 
   /** Emits the episode's row as it stands; later emissions of the same episode overwrite it. */
   void record() {
-    episode.editsReplayed = editsReceived.getAsLong() - editsBefore;
+    episode.editsReplayed = editsReceived - editsBefore;
     episode.editsCoalesced = fences.coalescedAwayCount() - coalescedBefore;
     episode.fencesLoaded = fences.liveCount();
     episode.fencesExpected = readiness.fingerprints().expectedFences();

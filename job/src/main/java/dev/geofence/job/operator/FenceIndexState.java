@@ -2,12 +2,18 @@ package dev.geofence.job.operator;
 
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.ledger.LedgerStore;
+import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.readiness.StreamPosition;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import org.apache.flink.api.common.state.KeyedStateStore;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
@@ -27,23 +33,23 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 /**
  * The fence index operator's keyed state: its layout (what each {@link FenceKey} holds, under
  * which name and serializer), the layouts of the releases before it and their move into the
- * current one on restore, and the reads and writes the operator makes of it. The savepoint tools
+ * current one on restore, and the reads and writes of it, each setting the key it is of. It is the
+ * fence ledger's {@link LedgerStore} and the evaluation's {@link Membership}. The savepoint tools
  * read and write the same state through the descriptors here.
  *
  * <p>A bucket's key holds the bucket's fences (a map by fence id) and its fingerprint as streamed;
  * a key group's key (a heartbeat's) how far the stream had been read; a fence's key the objects
- * inside the fence, its edits not yet applied, its deletes whose EXITs wait, and the versions it
- * had within the allowed lateness. Methods "of the current key" act on the key the operator has
- * set; the others set the key they need and put the operator's back.
+ * inside the fence, its changes queued for the clock, its deletes whose EXITs wait, and the
+ * versions it had within the allowed lateness.
  *
  * <p>Fences and fingerprints are written behind: held here, the newest by fence and by bucket,
- * until {@link #writeUnwritten} before the next snapshot (or once {@link #MAX_UNWRITTEN} are held),
- * so that versions superseded between two checkpoints never reach the state backend. A catch-up
- * replays most of a fence's edits within seconds (62 % superseded in an hour of the benchmark's),
- * and a write of one was a third of applying it: a serialized geometry put into RocksDB and, under
- * the changelog, into the changelog too.
+ * until {@link #flush} before the next snapshot (or once {@link #MAX_UNWRITTEN} are held), so that
+ * versions superseded between two checkpoints never reach the state backend. A catch-up replays
+ * most of a fence's edits within seconds (62 % superseded in an hour of the benchmark's), and a
+ * write of one was a third of applying it: a serialized geometry put into RocksDB and, under the
+ * changelog, into the changelog too.
  */
-public final class FenceIndexState {
+public final class FenceIndexState implements LedgerStore, Membership {
 
   private static final String FENCE_STATE = "fence";
   private static final String FENCES_STATE = "fences";
@@ -52,7 +58,8 @@ public final class FenceIndexState {
   private static final String POSITION_STATE = "stream-at";
   private static final String LEGACY_BUCKET_STATS_STATE = "bucket-stats";
   private static final String LEGACY_STREAM_POSITION_STATE = "stream-position";
-  private static final String PENDING_EDITS_STATE = "pending-edits";
+  private static final String LEGACY_PENDING_EDITS_STATE = "pending-edits";
+  private static final String QUEUED_STATE = "queued";
   private static final String PENDING_EXITS_STATE = "pending-exits";
   /** The fences' versions, and the name of the event-time timers by which an earlier release pruned them. */
   public static final String HISTORY_STATE = "fence-history";
@@ -79,18 +86,24 @@ public final class FenceIndexState {
   }
 
   /** Each bucket's fingerprint as the stream delivered it. */
-  public static ValueStateDescriptor<StoredFingerprint> fingerprintStateDescriptor() {
+  public static ValueStateDescriptor<BucketFingerprint> fingerprintStateDescriptor() {
     return new ValueStateDescriptor<>(FINGERPRINT_STATE, StoredStateSerializers.FingerprintSerializer.INSTANCE);
   }
 
   /** Each key group's last heartbeat: how far the stream had been read. */
-  public static ValueStateDescriptor<StoredPosition> positionStateDescriptor() {
+  public static ValueStateDescriptor<StreamPosition> positionStateDescriptor() {
     return new ValueStateDescriptor<>(POSITION_STATE, StoredStateSerializers.PositionSerializer.INSTANCE);
   }
 
+  /** Each key's changes queued for the clock: a fence's edits, or a bucket's fingerprint. */
+  public static ListStateDescriptor<Queued> queuedStateDescriptor() {
+    return new ListStateDescriptor<>(QUEUED_STATE, QueuedSerializer.INSTANCE);
+  }
+
   /**
-   * {@link #fingerprintStateDescriptor()} and {@link #positionStateDescriptor()} as releases
-   * before them kept them, as the stream's records: read on restore and moved into them.
+   * {@link #fingerprintStateDescriptor()}, {@link #positionStateDescriptor()} and {@link
+   * #queuedStateDescriptor()} as releases before them kept them, as the stream's records: read on
+   * restore and moved into them.
    */
   public static ValueStateDescriptor<FenceChange> legacyBucketStatsStateDescriptor() {
     return new ValueStateDescriptor<>(LEGACY_BUCKET_STATS_STATE, TypeInformation.of(FenceChange.class));
@@ -101,43 +114,26 @@ public final class FenceIndexState {
     return new ValueStateDescriptor<>(LEGACY_STREAM_POSITION_STATE, TypeInformation.of(FenceChange.class));
   }
 
+  /** See {@link #legacyBucketStatsStateDescriptor()}. */
+  public static ListStateDescriptor<FenceChange> legacyPendingEditsStateDescriptor() {
+    return new ListStateDescriptor<>(LEGACY_PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
+  }
+
   /** Each fence's versions superseded within the allowed lateness, by the time each ended. */
-  private static MapStateDescriptor<Long, StoredFence> historyStateDescriptor() {
+  public static MapStateDescriptor<Long, StoredFence> historyStateDescriptor() {
     return new MapStateDescriptor<>(HISTORY_STATE, LongSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
   }
 
-  private static ListStateDescriptor<FenceChange> pendingEditsStateDescriptor() {
-    return new ListStateDescriptor<>(PENDING_EDITS_STATE, TypeInformation.of(FenceChange.class));
-  }
-
   /** A deleted fence's deletes whose EXITs wait for older held locations: commit time to the delete's seq. */
-  private static MapStateDescriptor<Long, Long> pendingExitsStateDescriptor() {
+  public static MapStateDescriptor<Long, Long> pendingExitsStateDescriptor() {
     return new MapStateDescriptor<>(PENDING_EXITS_STATE, Types.LONG, Types.LONG);
   }
 
-  /** What a restore finds besides the fences, in the order it reads it. */
-  public interface Restored {
-    void fingerprint(StoredFingerprint fingerprint);
-
-    void position(StoredPosition position);
-
+  /** What a restore finds besides the ledger's: who is inside which fence, and how far the stream had been read. */
+  public interface Restored extends LedgerStore.Restored {
     void member(String fenceId, String objectId);
 
-    /** A fence's superseded version, the fence's oldest first. */
-    void version(String fenceId, long until, StoredFence version);
-
-    /** An edit queued under a key: a fence's id, or a bucket fingerprint's. */
-    void pendingEdit(String key, FenceChange change);
-
-    void pendingExit(String fenceId, long time);
-  }
-
-  /**
-   * A fence's stored version, as a restore reads it ({@link StoredFence#UNREADABLE} for one of an
-   * unknown format), with the bucket it is stored in.
-   */
-  public interface StoredFenceConsumer {
-    void accept(int bucket, String fenceId, StoredFence stored) throws Exception;
+    void position(StreamPosition position);
   }
 
   private final KeyedStateBackend<FenceKey> backend;
@@ -146,18 +142,19 @@ public final class FenceIndexState {
   private final ValueState<StoredFence> fence;
   private final MapState<String, StoredFence> fences;
   private final MapState<String, Long> members;
-  private final ListState<FenceChange> pendingEdits;
+  private final ListState<Queued> queued;
+  private final ListState<FenceChange> legacyPendingEdits;
   private final MapState<Long, Long> pendingExits;
-  private final ValueState<StoredFingerprint> fingerprint;
-  private final ValueState<StoredPosition> position;
+  private final ValueState<BucketFingerprint> fingerprint;
+  private final ValueState<StreamPosition> position;
   private final ValueState<FenceChange> legacyBucketStats;
   private final ValueState<FenceChange> legacyStreamPosition;
   private final MapState<Long, StoredFence> history;
   private int movedFromPerFenceLayout;
-  /** Fences stored or removed (null) since the last {@link #writeUnwritten}, by id, in the order first stored. */
+  /** Fences stored or removed (null) since the last {@link #flush}, by id, in the order first stored. */
   private final Map<String, StoredFence> unwrittenFences = new LinkedHashMap<>();
   /** Fingerprints stored since, by bucket. */
-  private final Map<Integer, StoredFingerprint> unwrittenFingerprints = new HashMap<>();
+  private final Map<Integer, BucketFingerprint> unwrittenFingerprints = new HashMap<>();
 
   /**
    * The most fences held back at once: beyond it they are written, so that a long time without a
@@ -168,19 +165,26 @@ public final class FenceIndexState {
   static final int MAX_UNWRITTEN = 65_536;
 
   /**
-   * @param fenceSerializer the format fences are written in (the current one, but in tests of state another release wrote)
+   * How the state is written: this release's layout, except in tests of restoring what another
+   * release wrote.
+   *
+   * @param fenceFormat the format version fences are written in
    * @param previousLayout whether to write as releases before the per-bucket maps and the state's own record types did
-   *     (tests of the move)
    */
-  public FenceIndexState(KeyedStateStore store, KeyedStateBackend<FenceKey> backend, StoredFenceSerializer fenceSerializer,
-      boolean previousLayout) {
+  public record Writing(byte fenceFormat, boolean previousLayout) implements java.io.Serializable {
+    public static final Writing CURRENT = new Writing(StoredFenceSerializer.FORMAT_VERSION, false);
+  }
+
+  public FenceIndexState(KeyedStateStore store, KeyedStateBackend<FenceKey> backend, Writing writing) {
     this.backend = backend;
-    this.fenceSerializer = fenceSerializer;
-    this.previousLayout = previousLayout;
+    this.fenceSerializer = writing.fenceFormat() == StoredFenceSerializer.FORMAT_VERSION ? StoredFenceSerializer.INSTANCE
+        : new StoredFenceSerializer(writing.fenceFormat());
+    this.previousLayout = writing.previousLayout();
     fence = store.getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
     fences = store.getMapState(new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer));
     members = store.getMapState(membersStateDescriptor());
-    pendingEdits = store.getListState(pendingEditsStateDescriptor());
+    queued = store.getListState(queuedStateDescriptor());
+    legacyPendingEdits = store.getListState(legacyPendingEditsStateDescriptor());
     pendingExits = store.getMapState(pendingExitsStateDescriptor());
     fingerprint = store.getState(fingerprintStateDescriptor());
     position = store.getState(positionStateDescriptor());
@@ -196,38 +200,39 @@ public final class FenceIndexState {
    * of the per-fence layout into their buckets' maps (once; the next checkpoint carries the move)
    * and reads them too.
    */
-  public void readFences(int maxParallelism, KeyGroupRange keyGroups, StoredFenceConsumer consumer) throws Exception {
+  public void readFences(int maxParallelism, KeyGroupRange keyGroups, Restored restored) throws Exception {
     // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
-    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile (docs/performance/journal.md, "2026-12-02: two runs back to back").
+    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile.
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
       if (FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup())) {
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
         for (Map.Entry<String, StoredFence> stored : fences.entries()) {
-          consumer.accept(bucket, stored.getKey(), stored.getValue());
+          restored.fence(bucket, stored.getKey(), stored.getValue());
         }
       }
     }
     Map<String, StoredFence> legacy = new HashMap<>();
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
-        new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
         (FenceKey key, ValueState<StoredFence> state) -> legacy.put(key.id, state.value()));
     movedFromPerFenceLayout = legacy.size();
     for (Map.Entry<String, StoredFence> stored : legacy.entrySet()) {
       backend.setCurrentKey(new FenceKey(stored.getKey()));
       fence.clear();
-      if (stored.getValue() != StoredFence.UNREADABLE) {
-        store(stored.getKey(), stored.getValue());
+      if (!stored.getValue().unreadable()) {
+        fence(stored.getKey(), stored.getValue());
       }
-      consumer.accept(FenceBuckets.of(stored.getKey()), stored.getKey(), stored.getValue());
+      restored.fence(FenceBuckets.of(stored.getKey()), stored.getKey(), stored.getValue());
     }
   }
 
   /**
-   * Moves fingerprints and stream positions that releases before their own state types kept as the
-   * stream's records into those types (once; the next checkpoint carries the move), then reads
-   * everything else this state holds.
+   * Moves what releases before the state's own record types kept as the stream's records into
+   * those types (once; the next checkpoint carries the move), then reads everything else this
+   * state holds.
+   *
+   * @param earlierQueued how a change of the stream that an earlier release kept queued is queued now
    */
-  public void readTheRest(Restored restored) throws Exception {
+  public void readTheRest(Restored restored, Function<FenceChange, Queued> earlierQueued) throws Exception {
     Map<FenceKey, FenceChange> legacy = new HashMap<>();
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyBucketStatsStateDescriptor(),
         (FenceKey key, ValueState<FenceChange> state) -> legacy.put(key, state.value()));
@@ -238,16 +243,16 @@ public final class FenceIndexState {
       FenceChange change = record.getValue();
       if (change.kind == FenceChange.Kind.BUCKET_STATS) {
         legacyBucketStats.clear();
-        fingerprint.update(StoredFingerprint.of(change));
+        fingerprint.update(fingerprintOf(change));
       } else {
         legacyStreamPosition.clear();
-        position.update(StoredPosition.of(change));
+        position.update(positionOf(change));
       }
     }
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, fingerprintStateDescriptor(),
-        (FenceKey key, ValueState<StoredFingerprint> state) -> restored.fingerprint(state.value()));
+        (FenceKey key, ValueState<BucketFingerprint> state) -> restored.fingerprint(state.value()));
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, positionStateDescriptor(),
-        (FenceKey key, ValueState<StoredPosition> state) -> restored.position(state.value()));
+        (FenceKey key, ValueState<StreamPosition> state) -> restored.position(state.value()));
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, membersStateDescriptor(),
         (FenceKey key, MapState<String, Long> state) -> {
           for (String objectId : state.keys()) {
@@ -263,18 +268,34 @@ public final class FenceIndexState {
             restored.version(key.id, until, state.get(until));
           }
         });
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, pendingEditsStateDescriptor(),
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, queuedStateDescriptor(),
+        (FenceKey key, ListState<Queued> state) -> restored.queued(key.id, listOf(state.get()), false));
+    Map<FenceKey, List<Queued>> earlier = new HashMap<>();
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, legacyPendingEditsStateDescriptor(),
         (FenceKey key, ListState<FenceChange> state) -> {
-          for (FenceChange change : state.get()) {
-            restored.pendingEdit(key.id, change);
-          }
+          List<Queued> changes = new ArrayList<>();
+          state.get().forEach(change -> changes.add(earlierQueued.apply(change)));
+          earlier.put(key, changes);
         });
+    for (Map.Entry<FenceKey, List<Queued>> moved : earlier.entrySet()) {
+      backend.setCurrentKey(moved.getKey());
+      legacyPendingEdits.clear();
+      restored.queued(moved.getKey().id, moved.getValue(), true);
+    }
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, pendingExitsStateDescriptor(),
         (FenceKey key, MapState<Long, Long> state) -> {
-          for (Long time : state.keys()) {
-            restored.pendingExit(key.id, time);
+          Map<Long, Long> exits = new HashMap<>();
+          for (Map.Entry<Long, Long> exit : state.entries()) {
+            exits.put(exit.getKey(), exit.getValue());
           }
+          restored.waitingExits(key.id, exits);
         });
+  }
+
+  private static <T> List<T> listOf(Iterable<T> values) {
+    List<T> list = new ArrayList<>();
+    values.forEach(list::add);
+    return list;
   }
 
   /** How many fences the last {@link #readFences} moved from the per-fence layout into the bucket maps. */
@@ -282,10 +303,10 @@ public final class FenceIndexState {
     return movedFromPerFenceLayout;
   }
 
-  // ---- fences, in their buckets' maps --------------------------------------------------------------
+  // ---- the ledger's store --------------------------------------------------------------------------
 
-  /** Stores a fence's version in its bucket's map (written behind). */
-  public void store(String fenceId, StoredFence stored) throws Exception {
+  @Override
+  public void fence(String fenceId, StoredFence stored) throws Exception {
     if (previousLayout) {
       withKey(new FenceKey(fenceId), () -> {
         fence.update(stored);
@@ -296,14 +317,14 @@ public final class FenceIndexState {
     holdBack(fenceId, stored);
   }
 
-  /** The tenant of a fence's stored version, or null if there is none (or it has no tenant). */
+  @Override
   public String storedTenant(String fenceId) throws Exception {
     StoredFence stored = unwrittenFences.containsKey(fenceId) ? unwrittenFences.get(fenceId)
         : withKey(bucketKey(fenceId), () -> fences.get(fenceId));
-    return stored == null ? null : stored.tenant;
+    return stored == null ? null : stored.tenant();
   }
 
-  /** Removes a fence's stored version (written behind). */
+  @Override
   public void removeFence(String fenceId) throws Exception {
     holdBack(fenceId, null);
   }
@@ -311,15 +332,28 @@ public final class FenceIndexState {
   private void holdBack(String fenceId, StoredFence stored) throws Exception {
     unwrittenFences.put(fenceId, stored);
     if (unwrittenFences.size() > MAX_UNWRITTEN) {
-      writeUnwritten();
+      flush();
+    }
+  }
+
+  @Override
+  public void fingerprint(BucketFingerprint stats) throws Exception {
+    if (previousLayout) {
+      withKey(FenceKey.ofBucket(stats.bucket()), () -> {
+        legacyBucketStats.update(changeOf(stats));
+        return null;
+      });
+    } else {
+      unwrittenFingerprints.put(stats.bucket(), stats);
     }
   }
 
   /**
-   * Writes the fences and fingerprints held back into keyed state: called in {@code snapshotState},
-   * before the keyed state backend takes its snapshot.
+   * Writes the fences and fingerprints held back into keyed state: called before the keyed state
+   * backend takes its snapshot.
    */
-  public void writeUnwritten() throws Exception {
+  @Override
+  public void flush() throws Exception {
     if (unwrittenFences.isEmpty() && unwrittenFingerprints.isEmpty()) {
       return;
     }
@@ -332,7 +366,7 @@ public final class FenceIndexState {
         fences.put(held.getKey(), held.getValue());
       }
     }
-    for (Map.Entry<Integer, StoredFingerprint> held : unwrittenFingerprints.entrySet()) {
+    for (Map.Entry<Integer, BucketFingerprint> held : unwrittenFingerprints.entrySet()) {
       backend.setCurrentKey(FenceKey.ofBucket(held.getKey()));
       fingerprint.update(held.getValue());
     }
@@ -343,103 +377,111 @@ public final class FenceIndexState {
     }
   }
 
-  // ---- a bucket's fingerprint and a key group's position: of the current key -----------------------
-
-  /** Stores the bucket's fingerprint (written behind in the current layout). */
-  public void storeFingerprint(FenceChange bucketStats) throws Exception {
-    if (previousLayout) {
-      legacyBucketStats.update(bucketStats);
-    } else {
-      unwrittenFingerprints.put(bucketStats.bucket, StoredFingerprint.of(bucketStats));
-    }
+  @Override
+  public void queued(String key, List<Queued> changes) throws Exception {
+    withKey(new FenceKey(key), () -> {
+      queued.update(changes);
+      return null;
+    });
   }
 
-  public void storePosition(FenceChange heartbeat) throws Exception {
-    if (previousLayout) {
-      legacyStreamPosition.update(heartbeat);
-    } else {
-      position.update(StoredPosition.of(heartbeat));
-    }
+  @Override
+  public void waitingExits(String fenceId, Map<Long, Long> exits) throws Exception {
+    withKey(new FenceKey(fenceId), () -> {
+      pendingExits.clear();
+      pendingExits.putAll(exits);
+      return null;
+    });
   }
 
-  // ---- a fence's objects, queued edits and EXITs, versions: of the current key ---------------------
+  @Override
+  public void keepVersion(String fenceId, long until, StoredFence version) throws Exception {
+    withKey(new FenceKey(fenceId), () -> {
+      history.put(until, version);
+      return null;
+    });
+  }
 
-  /** Who is inside each fence: sets the fence's key. */
-  public Membership membership() {
-    return new Membership() {
-      @Override
-      public void entered(String fenceId, String objectId, long since) throws Exception {
-        backend.setCurrentKey(new FenceKey(fenceId));
-        members.put(objectId, since);
+  @Override
+  public void forgetVersionsUpTo(String fenceId, long horizon) throws Exception {
+    withKey(new FenceKey(fenceId), () -> {
+      List<Long> ended = new ArrayList<>();
+      for (Long until : history.keys()) {
+        if (until <= horizon) {
+          ended.add(until);
+        }
       }
-
-      @Override
-      public void left(String fenceId, String objectId) throws Exception {
-        backend.setCurrentKey(new FenceKey(fenceId));
-        members.remove(objectId);
+      for (Long until : ended) {
+        history.remove(until);
       }
-    };
+      return null;
+    });
   }
 
-  public Iterable<String> members() throws Exception {
-    return members.keys();
-  }
+  // ---- a key group's position ----------------------------------------------------------------------
 
-  public void clearMembers() {
-    members.clear();
-  }
-
-  public void queueEdit(FenceChange change) throws Exception {
-    pendingEdits.add(change);
-  }
-
-  /** Takes the queued edits committed at or before {@code time} out of the queue, in the order they were queued. */
-  public List<FenceChange> takeEditsUpTo(long time) throws Exception {
-    List<FenceChange> due = new ArrayList<>();
-    List<FenceChange> keep = new ArrayList<>();
-    for (FenceChange change : pendingEdits.get()) {
-      (change.commitTime <= time ? due : keep).add(change);
-    }
-    if (!due.isEmpty()) {
-      pendingEdits.update(keep);
-    }
-    return due;
-  }
-
-  public void queueExit(long deletedAt, long seq) throws Exception {
-    pendingExits.put(deletedAt, seq);
-  }
-
-  /** Takes the oldest delete whose EXITs wait: its commit time and seq. */
-  public Map.Entry<Long, Long> takeOldestExit() throws Exception {
-    long oldest = Long.MAX_VALUE;
-    for (Long time : pendingExits.keys()) {
-      oldest = Math.min(oldest, time);
-    }
-    Long seq = pendingExits.get(oldest);
-    pendingExits.remove(oldest);
-    return Map.entry(oldest, seq);
-  }
-
-  public void keepVersion(long until, StoredFence version) throws Exception {
-    history.put(until, version);
-  }
-
-  public void forgetVersions() {
-    history.clear();
-  }
-
-  /** Forgets the versions that ended at or before {@code horizon}. */
-  public void forgetVersionsUpTo(long horizon) throws Exception {
-    List<Long> ended = new ArrayList<>();
-    for (Long until : history.keys()) {
-      if (until <= horizon) {
-        ended.add(until);
+  /** How far the stream had been read when key group {@code keyGroup}'s heartbeat copy arrived. */
+  public void position(int keyGroup, StreamPosition at) throws Exception {
+    withKey(FenceKey.ofBucket(keyGroup), () -> {
+      if (previousLayout) {
+        FenceChange heartbeat = new FenceChange();
+        heartbeat.kind = FenceChange.Kind.HEARTBEAT;
+        heartbeat.bucket = keyGroup;
+        heartbeat.lsn = at.lsn();
+        heartbeat.commitTime = at.commitTime();
+        legacyStreamPosition.update(heartbeat);
+      } else {
+        position.update(at);
       }
-    }
-    for (Long until : ended) {
-      history.remove(until);
-    }
+      return null;
+    });
+  }
+
+  // ---- who is inside a fence -----------------------------------------------------------------------
+
+  @Override
+  public void entered(String fenceId, String objectId, long since) throws Exception {
+    backend.setCurrentKey(new FenceKey(fenceId));
+    members.put(objectId, since);
+  }
+
+  @Override
+  public void left(String fenceId, String objectId) throws Exception {
+    backend.setCurrentKey(new FenceKey(fenceId));
+    members.remove(objectId);
+  }
+
+  /** The objects inside the fence now, which then leave it all: a delete's EXITs. */
+  public List<String> takeMembers(String fenceId) throws Exception {
+    return withKey(new FenceKey(fenceId), () -> {
+      List<String> inside = listOf(members.keys());
+      members.clear();
+      return inside;
+    });
+  }
+
+  // ---- the stream's records, as earlier releases kept them -----------------------------------------
+
+  /** The fingerprint a {@code BUCKET_STATS} change of the stream carries (its version in {@code seq}). */
+  public static BucketFingerprint fingerprintOf(FenceChange stats) {
+    return new BucketFingerprint(stats.bucket, stats.fenceCount, stats.checksum, stats.seq, stats.lsn, stats.commitTime);
+  }
+
+  /** The position a heartbeat of the stream carries. */
+  public static StreamPosition positionOf(FenceChange heartbeat) {
+    return new StreamPosition(heartbeat.lsn, heartbeat.commitTime);
+  }
+
+  private static FenceChange changeOf(BucketFingerprint stats) {
+    FenceChange change = new FenceChange();
+    change.kind = FenceChange.Kind.BUCKET_STATS;
+    change.bucket = stats.bucket();
+    change.fenceCount = stats.fenceCount();
+    change.checksum = stats.checksum();
+    change.seq = stats.version();
+    change.lsn = stats.lsn();
+    change.commitTime = stats.commitTime();
+    return change;
   }
 
   private interface StateCall<T> {

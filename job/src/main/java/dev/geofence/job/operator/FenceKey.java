@@ -20,7 +20,6 @@ import java.util.Objects;
  */
 public final class FenceKey {
 
-  private static final String BUCKET_PREFIX = "\u0000bucket:";
 
   public String id;
   private transient int hash;
@@ -46,20 +45,17 @@ public final class FenceKey {
    * (PostgreSQL text cannot hold it).
    */
   public static FenceKey ofBucket(int bucket) {
-    if (bucket < 0 || bucket >= FenceBuckets.COUNT) {
-      throw new IllegalArgumentException("bucket " + bucket + " is outside [0, " + FenceBuckets.COUNT + ")");
-    }
-    return new FenceKey(BUCKET_PREFIX + bucket);
+    return new FenceKey(FenceBuckets.key(bucket));
   }
 
   /** The bucket this key belongs to. */
   public int bucket() {
-    return id.startsWith(BUCKET_PREFIX) ? Integer.parseInt(id.substring(BUCKET_PREFIX.length())) : FenceBuckets.of(id);
+    return FenceBuckets.ofKey(id);
   }
 
   /** Whether this is the key of a bucket's fingerprint record rather than of a fence. */
   public boolean isBucket() {
-    return id.startsWith(BUCKET_PREFIX);
+    return FenceBuckets.isBucketKey(id);
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.geofence.job.operator;
 
+import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.geom.FenceGeometry;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -94,21 +95,21 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
     body.clear();
     body.writeByte(writtenVersion);
     body.writeInt(0); // the body's length, set below
-    body.writeLong(fence.seq);
-    int flags = (fence.deleted ? DELETED : 0) | (fence.geometry != null ? HAS_GEOMETRY : 0) | (fence.tenant != null ? HAS_TENANT : 0);
+    body.writeLong(fence.seq());
+    int flags = (fence.deleted() ? DELETED : 0) | (fence.geometry() != null ? HAS_GEOMETRY : 0) | (fence.tenant() != null ? HAS_TENANT : 0);
     body.writeByte(flags);
-    body.writeLong(fence.commitLsn);
-    body.writeLong(fence.commitTime);
-    if (fence.tenant != null) {
-      body.writeUTF(fence.tenant);
+    body.writeLong(fence.commitLsn());
+    body.writeLong(fence.commitTime());
+    if (fence.tenant() != null) {
+      body.writeUTF(fence.tenant());
     }
-    if (fence.geometry != null) {
-      writeInts(body, fence.geometry.polygonStarts());
-      writeInts(body, fence.geometry.ringStarts());
-      int values = 2 * fence.geometry.vertexCount();
+    if (fence.geometry() != null) {
+      writeInts(body, fence.geometry().polygonStarts());
+      writeInts(body, fence.geometry().ringStarts());
+      int values = 2 * fence.geometry().vertexCount();
       body.writeInt(values);
       byte[] coordinates = buffer(8 * values);
-      fence.geometry.putCoordinates(ByteBuffer.wrap(coordinates, 0, 8 * values).asDoubleBuffer());
+      fence.geometry().putCoordinates(ByteBuffer.wrap(coordinates, 0, 8 * values).asDoubleBuffer());
       body.write(coordinates, 0, 8 * values);
     }
     int length = body.length() - 5;

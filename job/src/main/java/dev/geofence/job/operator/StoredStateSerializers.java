@@ -1,5 +1,7 @@
 package dev.geofence.job.operator;
 
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.readiness.StreamPosition;
 import java.io.IOException;
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
@@ -8,8 +10,8 @@ import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 
 /**
- * The binary formats of the fence index's small state records, {@link StoredFingerprint} and
- * {@link StoredPosition}: a format version byte, then the fields, big-endian. They are the
+ * The binary formats of the fence index's small state records, a bucket's fingerprint
+ * ({@link BucketFingerprint}) and a key group's stream position ({@link StreamPosition}): a format version byte, then the fields, big-endian. They are the
  * project's own types rather than the stream's {@code FenceChange}, so that a savepoint's format
  * does not change with the connector's record. A value of a version this release does not know
  * fails the restore with a message naming it (the values are a few per bucket: nothing to skip
@@ -90,8 +92,8 @@ public final class StoredStateSerializers {
     abstract T read(DataInputView in) throws IOException;
   }
 
-  /** Of {@link StoredFingerprint}. */
-  public static final class FingerprintSerializer extends Versioned<StoredFingerprint> {
+  /** Of {@link BucketFingerprint}. */
+  public static final class FingerprintSerializer extends Versioned<BucketFingerprint> {
 
     private static final long serialVersionUID = 1L;
 
@@ -102,7 +104,7 @@ public final class StoredStateSerializers {
     }
 
     @Override
-    void write(StoredFingerprint f, DataOutputView out) throws IOException {
+    void write(BucketFingerprint f, DataOutputView out) throws IOException {
       out.writeInt(f.bucket());
       out.writeLong(f.fenceCount());
       out.writeLong(f.checksum());
@@ -112,25 +114,25 @@ public final class StoredStateSerializers {
     }
 
     @Override
-    StoredFingerprint read(DataInputView in) throws IOException {
-      return new StoredFingerprint(in.readInt(), in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong());
+    BucketFingerprint read(DataInputView in) throws IOException {
+      return new BucketFingerprint(in.readInt(), in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong());
     }
 
     @Override
-    public TypeSerializerSnapshot<StoredFingerprint> snapshotConfiguration() {
+    public TypeSerializerSnapshot<BucketFingerprint> snapshotConfiguration() {
       return new FingerprintSnapshot();
     }
   }
 
   /** Serializer snapshot of {@link FingerprintSerializer}; the version byte carries the format's evolution. */
-  public static final class FingerprintSnapshot extends SimpleTypeSerializerSnapshot<StoredFingerprint> {
+  public static final class FingerprintSnapshot extends SimpleTypeSerializerSnapshot<BucketFingerprint> {
     public FingerprintSnapshot() {
       super(() -> FingerprintSerializer.INSTANCE);
     }
   }
 
-  /** Of {@link StoredPosition}. */
-  public static final class PositionSerializer extends Versioned<StoredPosition> {
+  /** Of {@link StreamPosition}. */
+  public static final class PositionSerializer extends Versioned<StreamPosition> {
 
     private static final long serialVersionUID = 1L;
 
@@ -141,24 +143,24 @@ public final class StoredStateSerializers {
     }
 
     @Override
-    void write(StoredPosition p, DataOutputView out) throws IOException {
+    void write(StreamPosition p, DataOutputView out) throws IOException {
       out.writeLong(p.lsn());
       out.writeLong(p.commitTime());
     }
 
     @Override
-    StoredPosition read(DataInputView in) throws IOException {
-      return new StoredPosition(in.readLong(), in.readLong());
+    StreamPosition read(DataInputView in) throws IOException {
+      return new StreamPosition(in.readLong(), in.readLong());
     }
 
     @Override
-    public TypeSerializerSnapshot<StoredPosition> snapshotConfiguration() {
+    public TypeSerializerSnapshot<StreamPosition> snapshotConfiguration() {
       return new PositionSnapshot();
     }
   }
 
   /** Serializer snapshot of {@link PositionSerializer}. */
-  public static final class PositionSnapshot extends SimpleTypeSerializerSnapshot<StoredPosition> {
+  public static final class PositionSnapshot extends SimpleTypeSerializerSnapshot<StreamPosition> {
     public PositionSnapshot() {
       super(() -> PositionSerializer.INSTANCE);
     }

@@ -1,5 +1,6 @@
 package dev.geofence.job.index;
 
+import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.job.operator.Membership;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -59,7 +60,7 @@ class EvaluationTest {
     Recorded singleMembers = new Recorded();
     Recorded batchedMembers = new Recorded();
     Evaluation one = evaluation(fences, singleMembers, single::add, 1);
-    Evaluation many = evaluation(fences, batchedMembers, batched::add, FenceIndexOperator.DEFAULT_EVALUATION_BATCH_SIZE);
+    Evaluation many = evaluation(fences, batchedMembers, batched::add, GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue());
     Map<String, Location> last = new HashMap<>();
     int partial = 0;
     Set<String> partialObjects = new TreeSet<>();

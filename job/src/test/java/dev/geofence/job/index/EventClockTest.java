@@ -3,6 +3,11 @@ package dev.geofence.job.index;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.model.Location;
+import dev.geofence.state.edit.EditOrigin;
+import dev.geofence.state.edit.FenceEdit;
+import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.ledger.Schedule;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -18,7 +23,7 @@ import org.junit.jupiter.api.Test;
  * a model that keeps every edit's time. While the index is not ready, edits go on (the stream must
  * reach the catch-up target) and locations wait: a location held through a warm-up sees the edits
  * applied meanwhile, which the model marks as such. A delete's EXITs queued behind held locations
- * ({@link EventClock#queueExit}) go only once no older location is held, ready or not, and before
+ * ({@link Schedule#queueExit}) go only once no older location is held, ready or not, and before
  * any location of their time or later.
  */
 class EventClockTest {
@@ -27,7 +32,9 @@ class EventClockTest {
   void everyReleasedLocationSeesExactlyTheEditsCommittedAtOrBeforeIt() throws Exception {
     for (int history = 0; history < 300; history++) {
       SplittableRandom random = new SplittableRandom(history);
-      EventClock clock = new EventClock();
+      Schedule schedule = new Schedule();
+      EventClock clock = new EventClock(schedule, LocationTimePolicy.defaults());
+      clock.indexReady();
       // The model: each key's edits not applied yet, by time; and the times applied.
       Map<String, TreeMap<Long, Integer>> queued = new HashMap<>();
       Map<String, List<Long>> applied = new HashMap<>();
@@ -78,18 +85,18 @@ class EventClockTest {
           String key = "f" + random.nextInt(5);
           long time = watermark + random.nextInt(-5, 30);
           exits.computeIfAbsent(key, k -> new TreeMap<>()).merge(time, 1, Integer::sum);
-          clock.queueExit(time, key);
+          schedule.queueExit(key, time, 1);
         } else if (what < 4) {
           String key = "f" + random.nextInt(5);
           long time = watermark + random.nextInt(-5, 30);
-          if (clock.appliesAtOnce(time, key, false)) {
+          if (clock.appliesAtOnce(time, key)) {
             // Applied on arrival: the model marks it applied with a time no later location can precede.
             applied.computeIfAbsent(key, k -> new ArrayList<>()).add(-1L);
             assertThat(time).as("applied at once only when no location to come precedes it")
                 .isLessThanOrEqualTo(Math.max(watermark, oldestHeld(evaluated, locations, clock)));
           } else {
             queued.computeIfAbsent(key, k -> new TreeMap<>()).merge(time, 1, Integer::sum);
-            clock.queueEdit(time, key);
+            schedule.queue(Queued.of(FenceEdit.delete(key, 1, EditOrigin.STREAM, 0, time)));
           }
         } else if (what < 7) {
           long time = watermark + random.nextInt(1, 40);
@@ -125,20 +132,25 @@ class EventClockTest {
    */
   @Test
   void warmingUpAnEditAppliesAheadOfOlderLocationsButNotOfItsKeysPendingEdits() {
-    EventClock clock = new EventClock();
-    clock.advanceTo(100);
-    clock.hold(new Location("o1", 150, 0, 0, null), 0, 0);
-    clock.locationWatermark(150);
-    assertThat(clock.appliesAtOnce(200, "f1", false)).as("ready: waits for the older location").isFalse();
-    assertThat(clock.appliesAtOnce(200, "f1", true)).as("warming up: at once").isTrue();
-    clock.queueEdit(180, "f2");
-    assertThat(clock.appliesAtOnce(200, "f2", true)).as("behind its key's pending edit").isFalse();
-    assertThat(clock.appliesAtOnce(90, "f2", true)).as("behind the clock").isTrue();
+    Schedule schedule = new Schedule();
+    EventClock ready = new EventClock(schedule, LocationTimePolicy.defaults());
+    EventClock warming = new EventClock(schedule, LocationTimePolicy.defaults());
+    ready.indexReady();
+    for (EventClock clock : List.of(ready, warming)) {
+      clock.advanceTo(100);
+      clock.hold(new Location("o1", 150, 0, 0, null), 0, 0);
+      clock.locationWatermark(150);
+    }
+    assertThat(ready.appliesAtOnce(200, "f1")).as("ready: waits for the older location").isFalse();
+    assertThat(warming.appliesAtOnce(200, "f1")).as("warming up: at once").isTrue();
+    schedule.queue(Queued.of(FenceEdit.delete("f2", 1, EditOrigin.STREAM, 0, 180)));
+    assertThat(warming.appliesAtOnce(200, "f2")).as("behind its key's pending edit").isFalse();
+    assertThat(warming.appliesAtOnce(90, "f2")).as("behind the clock").isTrue();
   }
 
   @Test
   void heldLocationsKeepTheKeyGroupsTheyAreOwedTo() {
-    EventClock clock = new EventClock();
+    EventClock clock = new EventClock(new Schedule(), LocationTimePolicy.defaults());
     clock.hold(new Location("o1", 10, 1, 2, null), 3, 7);
     assertThat(clock.held()).singleElement().satisfies(p -> {
       assertThat(p.location.objectId).isEqualTo("o1");
@@ -150,7 +162,7 @@ class EventClockTest {
   /** What a full hold's warning reports: how far the clock trails the newest location held, never less than 0. */
   @Test
   void theLagIsFromTheClockToTheNewestLocationHeld() {
-    EventClock clock = new EventClock();
+    EventClock clock = new EventClock(new Schedule(), LocationTimePolicy.defaults());
     assertThat(clock.lagBehindHeld()).as("nothing held, no clock").isZero();
     clock.hold(new Location("o0", 900, 1, 2, null), 0, 127);
     assertThat(clock.lagBehindHeld()).as("a clock not started trails without end").isEqualTo(Long.MAX_VALUE);
@@ -174,7 +186,7 @@ class EventClockTest {
   void heldLocationsAreReleasedByTimeThenArrival() throws Exception {
     for (int history = 0; history < 200; history++) {
       SplittableRandom random = new SplittableRandom(1000 + history);
-      EventClock clock = new EventClock();
+      EventClock clock = new EventClock(new Schedule(), LocationTimePolicy.defaults());
       List<Location> released = new ArrayList<>();
       EventClock.Due due = new EventClock.Due() {
         @Override

@@ -51,7 +51,7 @@ class EventTimeRulesTest {
       squareThenFarSquare(harness);
       watermark(harness, 4000);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=1500");
-      assertThat(operator(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+      assertThat(operator(harness).view().historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
       snapshot = harness.snapshot(1, 4000);
     }
     try (var harness = harness(backend)) {
@@ -76,20 +76,20 @@ class EventTimeRulesTest {
       harness.processElement2(location("o2", 2600, 25, 25), 2600);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder(
           "ENTER o2 a@1 t=2000", "EXIT o1 a@1 t=2500", "ENTER o5 a@2 t=3500", "EXIT o2 a@3 t=5000", "EXIT o5 a@3 t=5000");
-      assertThat(operator(harness).lateLocationCount()).isEqualTo(7);
+      assertThat(operator(harness).view().lateLocations()).isEqualTo(7);
 
       // The clock prunes each version once no admitted location can be older than its end.
-      assertThat(operator(harness).historyVersions()).isEqualTo(3);
+      assertThat(operator(harness).view().historyVersions()).isEqualTo(3);
       watermark(harness, 3000 + LATENESS);
-      assertThat(operator(harness).historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
+      assertThat(operator(harness).view().historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
       watermark(harness, 5000 + LATENESS);
-      assertThat(operator(harness).historyVersions()).isZero();
+      assertThat(operator(harness).view().historyVersions()).isZero();
       assertThat(harness.numEventTimeTimers()).isZero();
       OperatorSubtaskState pruned = harness.snapshot(2, 5000 + LATENESS);
       try (var restored = harness(backend)) {
         restored.initializeState(pruned);
         restored.open();
-        assertThat(operator(restored).historyVersions()).as("pruned in keyed state too").isZero();
+        assertThat(operator(restored).view().historyVersions()).as("pruned in keyed state too").isZero();
       }
     }
   }
@@ -108,9 +108,9 @@ class EventTimeRulesTest {
       harness.open();
       squareThenFarSquare(harness);
       watermark(harness, 4000);
-      assertThat(operator(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+      assertThat(operator(harness).view().historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
       watermark(harness, 1000 + LATENESS);
-      assertThat(operator(harness).historyVersions()).as("the void before 1000, pruned in memory").isEqualTo(1);
+      assertThat(operator(harness).view().historyVersions()).as("the void before 1000, pruned in memory").isEqualTo(1);
       kept = harness.snapshot(1, 1000 + LATENESS);
       assertThat(harness.numEventTimeTimers()).isZero();
     }
@@ -118,21 +118,21 @@ class EventTimeRulesTest {
     try (var harness = harness(backend)) {
       harness.initializeState(kept);
       harness.open();
-      assertThat(operator(harness).historyVersions()).as("only the square was written").isEqualTo(1);
+      assertThat(operator(harness).view().historyVersions()).as("only the square was written").isEqualTo(1);
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.live.put("a", 2L);
       source.sendAllBuckets();
       harness.processElement2(location("o2", 2000, 5, 5), 2000);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o2 a@1 t=2000");
       watermark(harness, 3000 + LATENESS);
-      assertThat(operator(harness).historyVersions()).as("the restored square, pruned in memory").isZero();
+      assertThat(operator(harness).view().historyVersions()).as("the restored square, pruned in memory").isZero();
       pruned = harness.snapshot(2, 3000 + LATENESS);
       assertThat(harness.numEventTimeTimers()).isZero();
     }
     try (var harness = harness(backend)) {
       harness.initializeState(pruned);
       harness.open();
-      assertThat(operator(harness).historyVersions()).as("removed from keyed state at the checkpoint").isZero();
+      assertThat(operator(harness).view().historyVersions()).as("removed from keyed state at the checkpoint").isZero();
     }
   }
 
@@ -152,7 +152,7 @@ class EventTimeRulesTest {
       assertThat(letters).extracting(DeadLetter::toString)
           .containsExactly("ERROR location o2@0 LATE: more than the allowed lateness of 60000 ms behind the fence index's clock at 1970-01-01T00:16:40Z");
       assertThat(letters.get(0).eventTime).isEqualTo(clock - LATENESS - 1);
-      assertThat(operator(harness).tooLateLocationCount()).isEqualTo(1);
+      assertThat(operator(harness).view().tooLateLocations()).isEqualTo(1);
     }
   }
 
@@ -170,11 +170,11 @@ class EventTimeRulesTest {
       source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
       watermark(harness, 3000 + 3 * LATENESS);
       assertThat(triggers(harness)).as("not ready: every bucket's fingerprint is still missing").isEmpty();
-      assertThat(operator(harness).historyVersions()).as("the square, which o1 at 2000 needs; not the void before it").isEqualTo(1);
+      assertThat(operator(harness).view().historyVersions()).as("the square, which o1 at 2000 needs; not the void before it").isEqualTo(1);
       source.sendAllBuckets();
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=2000");
       watermark(harness, 3000 + 5 * LATENESS);
-      assertThat(operator(harness).historyVersions()).isZero();
+      assertThat(operator(harness).view().historyVersions()).isZero();
     }
   }
 
@@ -218,7 +218,7 @@ class EventTimeRulesTest {
         assertThat(letters).extracting(l -> l.reason + " " + l.key + " " + l.eventTime).containsExactly("OUT_OF_ORDER o1 900");
         assertThat(letters.get(0).detail).isEqualTo("older than the location of 1970-01-01T00:00:01Z already evaluated for this object,"
             + " whose presence only moves forward in its own event time");
-        assertThat(operator(harness).outOfOrderLocationCount()).isEqualTo(1);
+        assertThat(operator(harness).view().outOfOrderLocations()).isEqualTo(1);
         parts[subtask] = harness.snapshot(1, 2000);
       }
     }

@@ -1,5 +1,6 @@
 package dev.geofence.job.index;
 
+import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
 import static dev.geofence.job.index.FenceIndexOperatorTest.location;
 import static dev.geofence.job.index.FenceIndexOperatorTest.triggers;
@@ -10,6 +11,8 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
+import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.Waiting;
@@ -32,6 +35,7 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.runtime.tasks.mailbox.TaskMailbox;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -76,26 +80,26 @@ class FenceIndexRecoveryTest {
     try (var harness = harness(operator)) {
       harness.initializeState(snapshot);
       harness.open();
-      assertThat(operator.phase()).isEqualTo(LoadPhase.GAP_CHECK);
+      assertThat(operator.view().phase()).isEqualTo(LoadPhase.GAP_CHECK);
       harness.processElement2(location("o1", 500, 5, 5), 500);
       harness.processBothWatermarks(new Watermark(1000));
-      advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "unreachable".equals(e.gapCheck)), "the check found the database unreachable");
+      advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> e.gapCheck == GapCheck.UNREACHABLE), "the check found the database unreachable");
       assertThat(triggers(harness)).as("nothing evaluated while the gap check cannot run").isEmpty();
-      assertThat(operator.phase()).as("still retrying").isEqualTo(LoadPhase.GAP_CHECK);
+      assertThat(operator.view().phase()).as("still retrying").isEqualTo(LoadPhase.GAP_CHECK);
 
       try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setPort(port).setServerConfig("wal_level", "logical").start();
           Connection db = pg.getPostgresDatabase().getConnection();
           Statement s = db.createStatement()) {
         Migrations.applySource(db, Migrations.GeometryColumn.WKB);
         s.execute("SELECT pg_create_logical_replication_slot('slot_unreachable', 'pgoutput')");
-        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready once the database is back");
+        advanceUntil(harness, () -> operator.view().phase() == LoadPhase.READY, "ready once the database is back");
         assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
       }
       List<HydrationEpisode> rows = episodes(harness);
-      assertThat(rows).extracting(e -> e.gapCheck).contains("unreachable", "covered");
+      assertThat(rows).extracting(e -> e.gapCheck).contains(GapCheck.UNREACHABLE, GapCheck.COVERED);
       HydrationEpisode last = rows.get(rows.size() - 1);
       assertThat(last.installedAt).isEqualTo(rows.get(0).installedAt);
-      assertThat(last.startMode).isEqualTo("checkpoint");
+      assertThat(last.startMode).isEqualTo(StartMode.CHECKPOINT);
       assertThat(last.hydratedAt).isGreaterThanOrEqualTo(last.indexedAt);
       assertThat(last.fencesLoaded).isEqualTo(1);
       assertThat(last.checksumMatch).isTrue();
@@ -121,7 +125,7 @@ class FenceIndexRecoveryTest {
 
       OperatorSubtaskState snapshot;
       FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
-          .writingFormat((byte) 9);
+          .writing(new FenceIndexState.Writing((byte) 9, false));
       try (var harness = harness(other)) {
         harness.open();
         FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
@@ -135,21 +139,21 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
-        assertThat(operator.phase()).isEqualTo(LoadPhase.REBUILDING);
-        advanceUntil(harness, () -> !operator.recovering(), "the rebuild's read");
-        assertThat(operator.phase()).as("rebuilt, waiting for the stream to pass the read").isEqualTo(LoadPhase.CATCHING_UP);
-        assertThat(operator.fences().seqOf("a")).isEqualTo(2);
-        assertThat(operator.fences().isLive("b")).isTrue();
-        assertThat(operator.fences().isLive("c")).isFalse();
-        assertThat(operator.fences().seqOf("c")).isEqualTo(2);
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !operator.view().recovering(), "the rebuild's read");
+        assertThat(operator.view().phase()).as("rebuilt, waiting for the stream to pass the read").isEqualTo(LoadPhase.CATCHING_UP);
+        assertThat(operator.view().fences().seqOf("a")).isEqualTo(2);
+        assertThat(operator.view().fences().isLive("b")).isTrue();
+        assertThat(operator.view().fences().isLive("c")).isFalse();
+        assertThat(operator.view().fences().seqOf("c")).isEqualTo(2);
         heartbeat(harness, FAR_LSN, 200);
-        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
         harness.processElement2(location("o1", 300, 5, 5), 300);
         harness.processElement2(location("o2", 300, 25, 25), 300);
         harness.processBothWatermarks(new Watermark(400));
         assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder("ENTER o1 a@2 t=300", "ENTER o2 b@1 t=300");
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
-        assertThat(last.gapCheck).isEqualTo("gap");
+        assertThat(last.gapCheck).isEqualTo(GapCheck.GAP);
         assertThat(last.gapReason).contains("state format");
         assertThat(last.hydratedAt).isPositive();
       }
@@ -179,7 +183,7 @@ class FenceIndexRecoveryTest {
           GeometryReadOptions.defaults(), GeometryFormat.WKB, options(pg.getPort(), "slot_fresh"), null);
       try (var harness = harness(fresh)) {
         harness.open();
-        assertThat(fresh.phase()).isEqualTo(LoadPhase.LOADING);
+        assertThat(fresh.view().phase()).isEqualTo(LoadPhase.LOADING);
         // The read's rows are taken only as processing time moves on: none yet.
         snapshot = harness.snapshot(1, 10);
       }
@@ -188,11 +192,11 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(restored)) {
         harness.initializeState(snapshot);
         harness.open();
-        assertThat(restored.phase()).isEqualTo(LoadPhase.REBUILDING);
-        advanceUntil(harness, () -> !restored.recovering(), "the read again");
+        assertThat(restored.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !restored.view().recovering(), "the read again");
         heartbeat(harness, FAR_LSN, 20);
-        assertThat(restored.phase()).isEqualTo(LoadPhase.READY);
-        assertThat(restored.fences().liveCount()).isEqualTo(20);
+        assertThat(restored.view().phase()).isEqualTo(LoadPhase.READY);
+        assertThat(restored.view().fences().liveCount()).isEqualTo(20);
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
         assertThat(last.gapReason).isEqualTo(FenceIndexOperator.INCOMPLETE_LOAD);
       }
@@ -243,12 +247,12 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(proven)) {
         harness.initializeState(snapshot);
         harness.open();
-        advanceUntil(harness, () -> !proven.recovering(), "the gap check");
-        assertThat(proven.phase()).as("the versions are not proven until the stream passes the target").isEqualTo(LoadPhase.CATCHING_UP);
+        advanceUntil(harness, () -> !proven.view().recovering(), "the gap check");
+        assertThat(proven.view().phase()).as("the versions are not proven until the stream passes the target").isEqualTo(LoadPhase.CATCHING_UP);
         heartbeat(harness, FAR_LSN, 20);
-        assertThat(proven.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(proven.view().phase()).isEqualTo(LoadPhase.READY);
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
-        assertThat(last.gapCheck).isEqualTo("covered");
+        assertThat(last.gapCheck).isEqualTo(GapCheck.COVERED);
         assertThat(last.gapReason).contains("past the restored", "proven by the bucket versions");
       }
 
@@ -263,20 +267,20 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(skipped)) {
         harness.initializeState(snapshot);
         harness.open();
-        advanceUntil(harness, () -> !skipped.recovering(), "the gap check");
-        assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(1);
+        advanceUntil(harness, () -> !skipped.view().recovering(), "the gap check");
+        assertThat(skipped.view().fences().seqOf("fence-8")).isEqualTo(1);
         heartbeat(harness, FAR_LSN, 40);
-        assertThat(skipped.phase()).as("fence-8's edits lay before the slot's position").isEqualTo(LoadPhase.REBUILDING);
-        advanceUntil(harness, () -> !skipped.recovering(), "the rebuild's read");
-        assertThat(skipped.fences().seqOf("fence-8")).isEqualTo(3);
+        assertThat(skipped.view().phase()).as("fence-8's edits lay before the slot's position").isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !skipped.view().recovering(), "the rebuild's read");
+        assertThat(skipped.view().fences().seqOf("fence-8")).isEqualTo(3);
         // The rebuild learns of the delete from the tombstone the re-creation kept: o1 EXITs.
         assertThat(triggers(harness)).singleElement()
             .satisfies(t -> assertThat(t.toString()).startsWith("EXIT o1 fence-8@2"))
             .satisfies(t -> assertThat(t.lon).isNaN());
         heartbeat(harness, FAR_LSN + 1, 30);
-        assertThat(skipped.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(skipped.view().phase()).isEqualTo(LoadPhase.READY);
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
-        assertThat(last.gapCheck).isEqualTo("gap");
+        assertThat(last.gapCheck).isEqualTo(GapCheck.GAP);
         assertThat(last.gapReason).contains("skipped");
       }
     }
@@ -312,11 +316,11 @@ class FenceIndexRecoveryTest {
           GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_reread"), null);
       try (var harness = harness(operator)) {
         harness.open();
-        advanceUntil(harness, () -> !operator.recovering(), "the fresh start's read");
+        advanceUntil(harness, () -> !operator.view().recovering(), "the fresh start's read");
         long t = 1_000_000;
         heartbeat(harness, FAR_LSN, t);
         harness.processBothWatermarks(new Watermark(t));
-        assertThat(operator.phase()).isEqualTo(LoadPhase.READY);
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
 
         // fence-3 reshaped at the source; the stream carries its bucket's fingerprint, not the edit.
         FenceChange fingerprint = new FenceChange();
@@ -339,17 +343,17 @@ class FenceIndexRecoveryTest {
             .heartbeatInterval().toMillis();
         long clock = fingerprint.commitTime + patience + 1;
         harness.processBothWatermarks(new Watermark(clock));
-        assertThat(operator.phase()).as("the bucket no longer matches").isNotEqualTo(LoadPhase.READY);
-        assertThat(operator.recovering()).as("its re-read under way").isTrue();
-        advanceUntil(harness, () -> !operator.recovering(), "the re-read to find the source unreachable");
-        assertThat(operator.fences().seqOf("fence-3")).isEqualTo(1);
+        assertThat(operator.view().phase()).as("the bucket no longer matches").isNotEqualTo(LoadPhase.READY);
+        assertThat(operator.view().recovering()).as("its re-read under way").isTrue();
+        advanceUntil(harness, () -> !operator.view().recovering(), "the re-read to find the source unreachable");
+        assertThat(operator.view().fences().seqOf("fence-3")).isEqualTo(1);
 
         pg = postgres(port, data);
-        harness.setProcessingTime(harness.getProcessingTime() + RecoverySteps.RETRY_INTERVAL_MS);
+        harness.setProcessingTime(harness.getProcessingTime() + WarmUp.RETRY_INTERVAL_MS);
         harness.processBothWatermarks(new Watermark(clock + 1_000));
-        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "the bucket read again once the source is back");
-        assertThat(operator.fences().seqOf("fence-3")).isEqualTo(2);
-        assertThat(episodes(harness).stream().filter(e -> "rebuild".equals(e.startMode)).map(e -> e.installedAt).distinct())
+        advanceUntil(harness, () -> operator.view().phase() == LoadPhase.READY, "the bucket read again once the source is back");
+        assertThat(operator.view().fences().seqOf("fence-3")).isEqualTo(2);
+        assertThat(episodes(harness).stream().filter(e -> e.startMode == StartMode.REBUILD).map(e -> e.installedAt).distinct())
             .as("the re-read, tried twice, is one episode").hasSize(1);
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
         assertThat(last.bucketsReread).as("read twice").isEqualTo(2);
@@ -384,20 +388,20 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
-        advanceUntil(harness, () -> !operator.recovering(), "the gap check");
-        assertThat(operator.phase()).as("caught up, one bucket short of the source").isEqualTo(LoadPhase.VERIFYING);
+        advanceUntil(harness, () -> !operator.view().recovering(), "the gap check");
+        assertThat(operator.view().phase()).as("caught up, one bucket short of the source").isEqualTo(LoadPhase.VERIFYING);
         harness.processElement2(location("o1", 2_000, 5, 5), 2_000);
         harness.processBothWatermarks(new Watermark(1_000 + patience()));
-        assertThat(operator.recovering()).as("not yet a heartbeat interval past the fingerprint").isFalse();
+        assertThat(operator.view().recovering()).as("not yet a heartbeat interval past the fingerprint").isFalse();
         harness.processBothWatermarks(new Watermark(1_000 + patience() + 1));
-        assertThat(operator.recovering()).as("its bucket read again").isTrue();
-        assertThat(operator.phase()).isEqualTo(LoadPhase.REREADING);
-        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready with the source's fences");
-        assertThat(operator.fences().isLive("fence-3")).isTrue();
+        assertThat(operator.view().recovering()).as("its bucket read again").isTrue();
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REREADING);
+        advanceUntil(harness, () -> operator.view().phase() == LoadPhase.READY, "ready with the source's fences");
+        assertThat(operator.view().fences().isLive("fence-3")).isTrue();
         harness.processBothWatermarks(new Watermark(3_000));
         assertThat(triggers(harness)).as("o1, held meanwhile, inside all ten").hasSize(10);
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
-        assertThat(last.startMode).as("the restore's own episode").isEqualTo("checkpoint");
+        assertThat(last.startMode).as("the restore's own episode").isEqualTo(StartMode.CHECKPOINT);
         assertThat(last.hydratedAt).isPositive();
         assertThat(last.bucketsReread).isEqualTo(1);
         assertThat(last.rereadReason).startsWith("bucket " + FenceBuckets.of("fence-3") + " still mismatched ")
@@ -429,24 +433,24 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
-        advanceUntil(harness, () -> !operator.recovering(), "the gap check");
+        advanceUntil(harness, () -> !operator.view().recovering(), "the gap check");
         long clock = 1_000 + patience() + 1;
         harness.processBothWatermarks(new Watermark(clock));
-        advanceUntil(harness, () -> !operator.recovering(), "the first re-read");
-        assertThat(operator.phase()).as("read again, still not matching").isEqualTo(LoadPhase.REREADING);
+        advanceUntil(harness, () -> !operator.view().recovering(), "the first re-read");
+        assertThat(operator.view().phase()).as("read again, still not matching").isEqualTo(LoadPhase.REREADING);
         harness.processBothWatermarks(new Watermark(++clock));
-        assertThat(operator.recovering()).as("not again within the backoff").isFalse();
+        assertThat(operator.view().recovering()).as("not again within the backoff").isFalse();
         harness.setProcessingTime(harness.getProcessingTime() + Rereads.FIRST_RETRY_MS);
         harness.processBothWatermarks(new Watermark(++clock));
-        assertThat(operator.recovering()).as("the second try, after the backoff").isTrue();
-        advanceUntil(harness, () -> !operator.recovering(), "the second re-read");
-        assertThat(operator.phase()).isEqualTo(LoadPhase.REREADING);
+        assertThat(operator.view().recovering()).as("the second try, after the backoff").isTrue();
+        advanceUntil(harness, () -> !operator.view().recovering(), "the second re-read");
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REREADING);
         assertThat(episodes(harness).get(episodes(harness).size() - 1).bucketsReread).isEqualTo(2);
 
         s.execute(flip);
         harness.setProcessingTime(harness.getProcessingTime() + 2 * Rereads.FIRST_RETRY_MS);
         harness.processBothWatermarks(new Watermark(++clock));
-        advanceUntil(harness, () -> operator.phase() == LoadPhase.READY, "ready once the source is put right and read again");
+        advanceUntil(harness, () -> operator.view().phase() == LoadPhase.READY, "ready once the source is put right and read again");
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
         assertThat(last.bucketsReread).isEqualTo(3);
         assertThat(last.hydratedAt).isPositive();
@@ -494,16 +498,21 @@ class FenceIndexRecoveryTest {
   }
 
   /**
-   * Moves the harness's processing time on in the operator's poll steps, so that its timers take
-   * what the recovery thread has done, until {@code condition} holds; fails saying what it awaited.
+   * Runs what the source of truth's thread has handed to the task's mailbox, and moves the
+   * harness's processing time on a little (for the warm-up's retry timers), until {@code condition}
+   * holds; fails saying what it awaited.
    */
   private static void advanceUntil(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
       BooleanSupplier condition, String what) throws Exception {
     Waiting.until(what, Duration.ofMinutes(1), () -> {
+      for (var mail = harness.getTaskMailbox().tryTake(TaskMailbox.MIN_PRIORITY); mail.isPresent();
+          mail = harness.getTaskMailbox().tryTake(TaskMailbox.MIN_PRIORITY)) {
+        mail.get().run();
+      }
       if (condition.getAsBoolean()) {
         return true;
       }
-      harness.setProcessingTime(harness.getProcessingTime() + RecoverySteps.RECOVERY_POLL_MS);
+      harness.setProcessingTime(harness.getProcessingTime() + 10);
       return false;
     });
   }

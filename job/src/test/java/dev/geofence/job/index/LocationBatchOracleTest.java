@@ -130,9 +130,9 @@ class LocationBatchOracleTest {
         deadLetters.add(d.reason + " " + d.key + " " + d.eventTime + " " + d.detail + " " + d.payload);
       }
       FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-      late += operator.lateLocationCount();
-      outOfOrder += operator.outOfOrderLocationCount();
-      tooLate += operator.tooLateLocationCount();
+      late += operator.view().lateLocations();
+      outOfOrder += operator.view().outOfOrderLocations();
+      tooLate += operator.view().tooLateLocations();
     }
 
     void send(FenceChange change) throws Exception {

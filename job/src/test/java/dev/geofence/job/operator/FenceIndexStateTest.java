@@ -2,7 +2,12 @@ package dev.geofence.job.operator;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.state.edit.EditOrigin;
+import dev.geofence.state.edit.FenceEdit;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.readiness.StreamPosition;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -31,38 +36,51 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 class FenceIndexStateTest {
 
-  @Test
-  void aFencesQueuedEditsAreTakenUpToATimeAndTheLaterOnesStayQueued() throws Exception {
-    try (var harness = harness(1, 0, "hashmap", false)) {
+  /**
+   * Changes queued for the clock reach keyed state as the schedule writes them at a checkpoint, in
+   * this release's form, and a restore reads them back in order; a key left with none has none.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void queuedChangesAndWaitingExitsAreReadBackAsWritten(String backend) throws Exception {
+    FenceGeometry square = square();
+    Queued reshape = Queued.of(FenceEdit.upsert("a", 2, square, "t", EditOrigin.STREAM, 7, 100));
+    Queued delete = Queued.of(FenceEdit.delete("a", 3, EditOrigin.STREAM, 8, 200));
+    Queued stats = Queued.of(new BucketFingerprint(FenceBuckets.of("a"), 1, 42, 9, 8, 200));
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0, backend, false)) {
       harness.open();
       FenceIndexState state = state(harness);
-      harness.getOperator().setCurrentKey(new FenceKey("a"));
-      state.queueEdit(edit("a", 1, 100));
-      state.queueEdit(edit("a", 2, 200));
-      state.queueEdit(edit("a", 3, 300));
-      harness.getOperator().setCurrentKey(new FenceKey("b"));
-      state.queueEdit(edit("b", 1, 150));
-
-      harness.getOperator().setCurrentKey(new FenceKey("a"));
-      assertThat(state.takeEditsUpTo(200)).extracting(c -> c.seq).containsExactly(1L, 2L);
-      assertThat(state.takeEditsUpTo(250)).isEmpty();
-      assertThat(state.takeEditsUpTo(300)).extracting(c -> c.seq).containsExactly(3L);
-      assertThat(state.takeEditsUpTo(Long.MAX_VALUE)).isEmpty();
-      harness.getOperator().setCurrentKey(new FenceKey("b"));
-      assertThat(state.takeEditsUpTo(Long.MAX_VALUE)).as("another fence's queue").extracting(c -> c.seq).containsExactly(1L);
+      state.queued("a", List.of(reshape, delete));
+      state.queued(stats.key(), List.of(stats));
+      state.queued("b", List.of(Queued.of(FenceEdit.delete("b", 2, EditOrigin.STREAM, 1, 1))));
+      state.queued("b", List.of());
+      state.waitingExits("c", Map.of(500L, 4L, 200L, 2L));
+      snapshot = harness.snapshot(1, 1);
     }
-  }
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.initializeState(snapshot);
+      Map<String, List<Queued>> queued = new HashMap<>();
+      Map<String, Map<Long, Long>> exits = new HashMap<>();
+      state(harness).readTheRest(new Reading() {
+        @Override
+        public void queued(String key, List<Queued> changes, boolean earlierForm) {
+          assertThat(earlierForm).isFalse();
+          queued.put(key, changes);
+        }
 
-  @Test
-  void theOldestWaitingDeleteIsTakenFirst() throws Exception {
-    try (var harness = harness(1, 0, "hashmap", false)) {
-      harness.open();
-      FenceIndexState state = state(harness);
-      harness.getOperator().setCurrentKey(new FenceKey("a"));
-      state.queueExit(500, 4);
-      state.queueExit(200, 2);
-      assertThat(state.takeOldestExit()).isEqualTo(Map.entry(200L, 2L));
-      assertThat(state.takeOldestExit()).isEqualTo(Map.entry(500L, 4L));
+        @Override
+        public void waitingExits(String fenceId, Map<Long, Long> waiting) {
+          exits.put(fenceId, waiting);
+        }
+      }, change -> {
+        throw new AssertionError("nothing in an earlier form");
+      });
+      assertThat(queued).containsOnlyKeys("a", stats.key());
+      assertThat(queued.get("a")).extracting(q -> q.edit().seq()).containsExactly(2L, 3L);
+      assertThat(queued.get("a").get(0).edit()).isEqualTo(reshape.edit());
+      assertThat(queued.get(stats.key())).containsExactly(stats);
+      assertThat(exits).isEqualTo(Map.of("c", Map.of(500L, 4L, 200L, 2L)));
     }
   }
 
@@ -73,7 +91,7 @@ class FenceIndexStateTest {
       FenceIndexState state = state(harness);
       FenceKey current = new FenceKey("elsewhere");
       harness.getOperator().setCurrentKey(current);
-      state.store("a", StoredFence.of(3, false, square(), "t1", 10));
+      state.fence("a", StoredFence.of(3, false, square(), "t1", 10));
       assertThat(harness.getOperator().getCurrentKey()).as("the operator's key put back").isEqualTo(current);
       assertThat(state.storedTenant("a")).isEqualTo("t1");
       assertThat(state.storedTenant("b")).isNull();
@@ -97,10 +115,10 @@ class FenceIndexStateTest {
       FenceGeometry square = square();
       int bucket = FenceBuckets.of("a");
       for (int seq = 1; seq <= 3; seq++) {
-        state.store("a", StoredFence.of(seq, false, square, "t" + seq, seq));
-        state.storeFingerprint(fingerprint(bucket, seq));
+        state.fence("a", StoredFence.of(seq, false, square, "t" + seq, seq));
+        state.fingerprint(fingerprint(bucket, seq));
       }
-      state.store("b", StoredFence.of(1, false, square, "t", 1));
+      state.fence("b", StoredFence.of(1, false, square, "t", 1));
       state.removeFence("b");
       assertThat(state.storedTenant("a")).as("the newest, before it is written").isEqualTo("t3");
       assertThat(state.storedTenant("b")).as("removed, before it is written").isNull();
@@ -108,14 +126,14 @@ class FenceIndexStateTest {
       assertThat(holder.fingerprint(bucket)).isNull();
 
       harness.snapshot(1, 1);
-      assertThat(holder.stored(bucket, "a").seq).isEqualTo(3);
+      assertThat(holder.stored(bucket, "a").seq()).isEqualTo(3);
       assertThat(holder.stored(FenceBuckets.of("b"), "b")).isNull();
       assertThat(holder.fingerprint(bucket).version()).isEqualTo(3);
       assertThat(state.storedTenant("a")).as("read back from keyed state").isEqualTo("t3");
 
       int many = FenceIndexState.MAX_UNWRITTEN + 1;
       for (int i = 0; i < many; i++) {
-        state.store("f" + i, StoredFence.of(1, true, null, null, i));
+        state.fence("f" + i, StoredFence.of(1, true, null, null, i));
       }
       assertThat(holder.stored(FenceBuckets.of("f0"), "f0")).as("written once more than the most held back").isNotNull();
       assertThat(holder.stored(FenceBuckets.of("f" + (many - 1)), "f" + (many - 1))).isNotNull();
@@ -141,12 +159,10 @@ class FenceIndexStateTest {
       for (int i = 0; i < 200; i++) {
         String id = "f" + i;
         written.put(id, (long) i % 7 + 1);
-        state.store(id, i % 5 == 0 ? StoredFence.of(i % 7 + 1, true, null, null, i) : StoredFence.of(i % 7 + 1, false, square, "t", i));
-        harness.getOperator().setCurrentKey(new FenceKey(id));
-        state.membership().entered(id, "o" + i, i);
-        state.keepVersion(1_000 + i, StoredFence.of(0, false, square, "t", 0));
-        harness.getOperator().setCurrentKey(FenceKey.ofBucket(FenceBuckets.of(id)));
-        state.storeFingerprint(fingerprint(FenceBuckets.of(id), i));
+        state.fence(id, i % 5 == 0 ? StoredFence.of(i % 7 + 1, true, null, null, i) : StoredFence.of(i % 7 + 1, false, square, "t", i));
+        state.entered(id, "o" + i, i);
+        state.keepVersion(id, 1_000 + i, StoredFence.of(0, false, square, "t", 0));
+        state.fingerprint(fingerprint(FenceBuckets.of(id), i));
       }
       snapshot = harness.snapshot(1, 1);
     }
@@ -161,21 +177,19 @@ class FenceIndexStateTest {
         harness.initializeState(AbstractStreamOperatorTestHarness.repartitionOperatorState(snapshot, 128, 1, 2, subtask));
         FenceIndexState state = state(harness);
         KeyGroupRange own = KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(128, 2, subtask);
-        state.readFences(128, own, (bucket, id, stored) -> {
-          assertThat(bucket).as("fence %s read from its own bucket", id).isEqualTo(FenceBuckets.of(id));
-          assertThat(FenceBuckets.inKeyGroups(bucket, 128, own.getStartKeyGroup(), own.getEndKeyGroup()))
-              .as("fence %s read by the subtask owning its bucket", id).isTrue();
-          assertThat(read.put(id, stored.seq)).as("fence %s read once", id).isNull();
-        });
-        moved += state.movedFromPerFenceLayout();
-        state.readTheRest(new FenceIndexState.Restored() {
+        Reading reading = new Reading() {
           @Override
-          public void fingerprint(StoredFingerprint fingerprint) {
-            fingerprints.add(fingerprint.bucket());
+          public void fence(int bucket, String id, StoredFence stored) {
+            assertThat(bucket).as("fence %s read from its own bucket", id).isEqualTo(FenceBuckets.of(id));
+            assertThat(FenceBuckets.inKeyGroups(bucket, 128, own.getStartKeyGroup(), own.getEndKeyGroup()))
+                .as("fence %s read by the subtask owning its bucket", id).isTrue();
+            assertThat(read.put(id, stored.seq())).as("fence %s read once", id).isNull();
           }
 
           @Override
-          public void position(StoredPosition position) {}
+          public void fingerprint(BucketFingerprint fingerprint) {
+            fingerprints.add(fingerprint.bucket());
+          }
 
           @Override
           public void member(String fenceId, String objectId) {
@@ -186,12 +200,11 @@ class FenceIndexStateTest {
           public void version(String fenceId, long until, StoredFence version) {
             versions.add(fenceId + "@" + until);
           }
-
-          @Override
-          public void pendingEdit(String key, FenceChange change) {}
-
-          @Override
-          public void pendingExit(String fenceId, long time) {}
+        };
+        state.readFences(128, own, reading);
+        moved += state.movedFromPerFenceLayout();
+        state.readTheRest(reading, change -> {
+          throw new AssertionError("no queued change");
         });
       }
     }
@@ -203,21 +216,32 @@ class FenceIndexStateTest {
         .containsExactlyInAnyOrderElementsOf(written.keySet().stream().map(FenceBuckets::of).distinct().toList());
   }
 
-  private static FenceChange edit(String id, long seq, long commitTime) {
-    FenceChange change = new FenceChange();
-    change.kind = FenceChange.Kind.FENCE;
-    change.fenceId = id;
-    change.seq = seq;
-    change.commitTime = commitTime;
-    return change;
+  private static BucketFingerprint fingerprint(int bucket, long version) {
+    return new BucketFingerprint(bucket, 0, 0, version, 0, 0);
   }
 
-  private static FenceChange fingerprint(int bucket, long version) {
-    FenceChange change = new FenceChange();
-    change.kind = FenceChange.Kind.BUCKET_STATS;
-    change.bucket = bucket;
-    change.seq = version;
-    return change;
+  /** What a restore found: nothing, unless a test says otherwise. */
+  private abstract static class Reading implements FenceIndexState.Restored {
+    @Override
+    public void fence(int bucket, String fenceId, StoredFence stored) {}
+
+    @Override
+    public void fingerprint(BucketFingerprint fingerprint) {}
+
+    @Override
+    public void version(String fenceId, long until, StoredFence version) {}
+
+    @Override
+    public void queued(String key, List<Queued> changes, boolean earlierForm) {}
+
+    @Override
+    public void waitingExits(String fenceId, Map<Long, Long> exits) {}
+
+    @Override
+    public void member(String fenceId, String objectId) {}
+
+    @Override
+    public void position(StreamPosition position) {}
   }
 
   private static FenceGeometry square() throws Exception {
@@ -243,7 +267,7 @@ class FenceIndexStateTest {
     private final boolean previousLayout;
     transient FenceIndexState state;
     private transient MapState<String, StoredFence> fences;
-    private transient ValueState<StoredFingerprint> fingerprint;
+    private transient ValueState<BucketFingerprint> fingerprint;
 
     Holder(boolean previousLayout) {
       this.previousLayout = previousLayout;
@@ -252,7 +276,8 @@ class FenceIndexStateTest {
     @Override
     public void initializeState(StateInitializationContext context) throws Exception {
       super.initializeState(context);
-      state = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(), StoredFenceSerializer.INSTANCE, previousLayout);
+      state = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(),
+          previousLayout ? new FenceIndexState.Writing(StoredFenceSerializer.FORMAT_VERSION, true) : FenceIndexState.Writing.CURRENT);
       fences = context.getKeyedStateStore().getMapState(FenceIndexState.fencesStateDescriptor());
       fingerprint = context.getKeyedStateStore().getState(FenceIndexState.fingerprintStateDescriptor());
     }
@@ -263,7 +288,7 @@ class FenceIndexStateTest {
       return fences.get(fenceId);
     }
 
-    StoredFingerprint fingerprint(int bucket) throws Exception {
+    BucketFingerprint fingerprint(int bucket) throws Exception {
       setCurrentKey(FenceKey.ofBucket(bucket));
       return fingerprint.value();
     }
@@ -271,7 +296,7 @@ class FenceIndexStateTest {
     @Override
     public void snapshotState(StateSnapshotContext context) throws Exception {
       super.snapshotState(context);
-      state.writeUnwritten();
+      state.flush();
     }
 
     @Override

@@ -1,5 +1,6 @@
 package dev.geofence.job.operator;
 
+import dev.geofence.state.ledger.StoredFence;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.GeneratedFences;

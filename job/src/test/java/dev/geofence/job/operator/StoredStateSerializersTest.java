@@ -3,6 +3,8 @@ package dev.geofence.job.operator;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.readiness.StreamPosition;
 import java.io.IOException;
 import java.util.Random;
 import org.apache.flink.core.memory.DataInputDeserializer;
@@ -15,11 +17,11 @@ class StoredStateSerializersTest {
   void fingerprintsAndPositionsReadBackAsWritten() throws Exception {
     Random random = new Random(7);
     for (int i = 0; i < 1000; i++) {
-      StoredFingerprint f = new StoredFingerprint(random.nextInt(4096), random.nextLong(), random.nextLong(), random.nextLong(),
+      BucketFingerprint f = new BucketFingerprint(random.nextInt(4096), random.nextLong(), random.nextLong(), random.nextLong(),
           random.nextLong(), random.nextLong());
       DataOutputSerializer out = new DataOutputSerializer(64);
       StoredStateSerializers.FingerprintSerializer.INSTANCE.serialize(f, out);
-      StoredPosition p = new StoredPosition(random.nextLong(), random.nextLong());
+      StreamPosition p = new StreamPosition(random.nextLong(), random.nextLong());
       StoredStateSerializers.PositionSerializer.INSTANCE.serialize(p, out);
       DataInputDeserializer in = new DataInputDeserializer(out.getCopyOfBuffer());
       assertThat(StoredStateSerializers.FingerprintSerializer.INSTANCE.deserialize(in)).isEqualTo(f);

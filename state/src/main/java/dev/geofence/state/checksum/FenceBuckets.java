@@ -29,6 +29,30 @@ public final class FenceBuckets {
     return group >= keyGroupStart && group <= keyGroupEnd;
   }
 
+  /**
+   * The key under which bucket {@code bucket}'s own records (its fingerprint, its fences' stored
+   * versions) are kept beside its fences' keys: it starts with NUL, which no fence id can
+   * (PostgreSQL text cannot hold it). Written into every savepoint: never to change.
+   */
+  public static String key(int bucket) {
+    if (bucket < 0 || bucket >= COUNT) {
+      throw new IllegalArgumentException("bucket " + bucket + " is outside [0, " + COUNT + ")");
+    }
+    return BUCKET_KEY_PREFIX + bucket;
+  }
+
+  /** Whether {@code key} is a bucket's ({@link #key}) rather than a fence's id. */
+  public static boolean isBucketKey(String key) {
+    return key.startsWith(BUCKET_KEY_PREFIX);
+  }
+
+  /** The bucket a key belongs to: a bucket's own key's, or a fence id's bucket. */
+  public static int ofKey(String key) {
+    return isBucketKey(key) ? Integer.parseInt(key.substring(BUCKET_KEY_PREFIX.length())) : of(key);
+  }
+
+  private static final String BUCKET_KEY_PREFIX = "\u0000bucket:";
+
   /** Checks that subtasks can own whole buckets: {@code maxParallelism} divides {@value #COUNT}. */
   public static void checkMaxParallelism(int maxParallelism) {
     if (maxParallelism < 1 || COUNT % maxParallelism != 0) {

@@ -25,6 +25,8 @@ public final class BucketFingerprints {
   private final long[] expectedVersion = new long[FenceBuckets.COUNT];
   private final boolean[] unmatched = new boolean[FenceBuckets.COUNT];
   private int unmatchedCount;
+  /** Told when every owned bucket comes to match, or one stops matching. */
+  private Runnable matchChanged = () -> {};
   private long loaded;
   private long expected;
 
@@ -95,11 +97,19 @@ public final class BucketFingerprints {
     return true;
   }
 
+  /** Runs {@code action} whenever {@link #ready()} changes. */
+  public void onMatchChanged(Runnable action) {
+    this.matchChanged = action;
+  }
+
   private void recheck(int b) {
     boolean bad = owned[b] && (!heard[b] || count[b] != expectedCount[b] || checksum[b] != expectedChecksum[b]);
     if (bad != unmatched[b]) {
       unmatched[b] = bad;
       unmatchedCount += bad ? 1 : -1;
+      if (unmatchedCount == (bad ? 1 : 0)) {
+        matchChanged.run();
+      }
     }
   }
 

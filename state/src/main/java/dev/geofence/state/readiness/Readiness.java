@@ -15,12 +15,24 @@ package dev.geofence.state.readiness;
  *   <li>every owned bucket's fingerprint matches the source's ({@link BucketFingerprints}).
  * </ul>
  *
- * The owner feeds it what the stream and the source say; it decides. Plain Java, not thread-safe:
- * one operator thread drives it.
+ * The owner feeds it what the stream and the source say; it decides, and tells its {@link
+ * Listener} when the index becomes ready and when it becomes untrusted. Plain Java, not
+ * thread-safe: one operator thread drives it.
  */
 public final class Readiness {
 
+  /** Told of the transitions of readiness. */
+  public interface Listener {
+    /** The index has become provably complete (again). */
+    void becameReady();
+
+    /** The index became untrusted: it is to be read again from the source. */
+    void distrusted(String reason);
+  }
+
   private final BucketFingerprints fingerprints;
+  private final Listener listener;
+  private boolean wasReady;
   private final BucketVersions versions = new BucketVersions();
   private boolean verified;
   /** A fresh start that reads the source itself: nothing is verified until that read is done. */
@@ -36,8 +48,19 @@ public final class Readiness {
    * @param keyGroupStart first key group of the subtask's range (inclusive)
    * @param keyGroupEnd last key group of the subtask's range (inclusive)
    */
-  public Readiness(int maxParallelism, int keyGroupStart, int keyGroupEnd) {
-    this.fingerprints = new BucketFingerprints(maxParallelism, keyGroupStart, keyGroupEnd);
+  public Readiness(BucketFingerprints fingerprints, Listener listener) {
+    this.fingerprints = fingerprints;
+    this.listener = listener;
+    fingerprints.onMatchChanged(this::settle);
+  }
+
+  /** Tells the listener if the index has just become ready. */
+  private void settle() {
+    boolean ready = ready();
+    if (ready && !wasReady) {
+      listener.becameReady();
+    }
+    wasReady = ready;
   }
 
   /** The fingerprints of the fences held and of the source's, per owned bucket. */
@@ -45,14 +68,25 @@ public final class Readiness {
     return fingerprints;
   }
 
-  /** The bucket versions known, and those still to prove. */
-  public BucketVersions versions() {
-    return versions;
+  /** A bucket's version the state or a read of the source holds: known, so nothing to prove of it. */
+  public void versionKnown(int bucket, long version) {
+    versions.known(bucket, version);
+    settle();
+  }
+
+  /**
+   * A bucket's version the stream delivered: it must follow the last one known by one, or the stream
+   * skipped a transaction of the bucket and the index is distrusted.
+   */
+  public void versionStreamed(int bucket, long version) {
+    distrust(versions.streamed(bucket, version));
+    settle();
   }
 
   /** A fresh start fed by the stream alone (a snapshot and the stream are one consistent read): nothing to prove. */
   public void nothingToProve() {
     verified = true;
+    settle();
   }
 
   /** A fresh start that reads the source of truth itself: ready once that read is {@link #rebuilt} and caught up. */
@@ -79,6 +113,7 @@ public final class Readiness {
     verified = true;
     catchUpTarget = target;
     versions.expectAtTarget(versionsAtTarget);
+    settle();
   }
 
   /**
@@ -92,6 +127,8 @@ public final class Readiness {
       return false;
     }
     distrust = reason;
+    wasReady = false;
+    listener.distrusted(reason);
     return true;
   }
 
@@ -107,6 +144,7 @@ public final class Readiness {
     verified = true;
     loading = false;
     catchUpTarget = lsn;
+    settle();
   }
 
   /** A record of the stream at {@code lsn} (0 for a snapshot read, which has none), committed at {@code commitTime}. */
@@ -115,6 +153,7 @@ public final class Readiness {
       streamLsn = lsn;
     }
     streamTime = Math.max(streamTime, commitTime);
+    settle();
   }
 
   /**
@@ -125,7 +164,9 @@ public final class Readiness {
    */
   public boolean proveVersionsOnceCaughtUp() {
     if (versions.proofPending() && Long.compareUnsigned(streamLsn, catchUpTarget) >= 0) {
-      return distrust(versions.targetReached());
+      boolean distrusted = distrust(versions.targetReached());
+      settle();
+      return distrusted;
     }
     return false;
   }

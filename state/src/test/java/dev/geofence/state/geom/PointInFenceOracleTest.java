@@ -2,7 +2,7 @@ package dev.geofence.state.geom;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.state.testing.Shapes;
+import dev.geofence.state.shape.Shapes;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
-import dev.geofence.state.testing.Shapes;
+import dev.geofence.state.shape.Shapes;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;

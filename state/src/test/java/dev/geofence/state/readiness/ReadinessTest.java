@@ -4,7 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** The warm-up's phases and the ready rule, for a subtask owning all 4096 buckets. */
@@ -14,7 +16,7 @@ class ReadinessTest {
 
   @Test
   void aFreshStartIsReadyOnceEveryBucketMatches() {
-    Readiness readiness = new Readiness(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1);
+    Readiness readiness = readiness();
     readiness.nothingToProve();
     assertThat(readiness.phase()).isEqualTo(LoadPhase.VERIFYING);
     readiness.fingerprints().add("a", 1);
@@ -70,9 +72,53 @@ class ReadinessTest {
     assertThat(readiness.phase()).as("matched again, whatever the re-reads").isEqualTo(LoadPhase.READY);
   }
 
+  /** Readiness says when it becomes ready, and when it is distrusted, once each: callers need not compare. */
+  @Test
+  void itSaysWhenItBecomesReadyAndWhenItIsDistrusted() {
+    List<String> said = new ArrayList<>();
+    Readiness readiness = new Readiness(new BucketFingerprints(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1), new Readiness.Listener() {
+      @Override
+      public void becameReady() {
+        said.add("ready");
+      }
+
+      @Override
+      public void distrusted(String reason) {
+        said.add("distrusted: " + reason);
+      }
+    });
+    readiness.fingerprints().add("a", 1);
+    readiness.coveredUpTo(500, noneToProve());
+    hearAllBuckets(readiness, "a", 1);
+    assertThat(said).as("matched, not caught up").isEmpty();
+    readiness.streamed(500, 10);
+    readiness.proveVersionsOnceCaughtUp();
+    assertThat(said).containsExactly("ready");
+    readiness.streamed(600, 11);
+    readiness.fingerprints().add("b", 1);
+    readiness.fingerprints().remove("b", 1);
+    assertThat(said).as("unmatched and matched again: ready again").containsExactly("ready", "ready");
+    readiness.distrust("a gap");
+    readiness.distrust("another gap");
+    assertThat(said).containsExactly("ready", "ready", "distrusted: a gap");
+    readiness.rebuilt(700);
+    readiness.streamed(700, 12);
+    assertThat(said).containsExactly("ready", "ready", "distrusted: a gap", "ready");
+  }
+
+  private static Readiness readiness() {
+    return new Readiness(new BucketFingerprints(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1), new Readiness.Listener() {
+      @Override
+      public void becameReady() {}
+
+      @Override
+      public void distrusted(String reason) {}
+    });
+  }
+
   /** Restored state: one fence a@1 and every bucket's fingerprint of it. */
   private static Readiness restored() {
-    Readiness readiness = new Readiness(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1);
+    Readiness readiness = readiness();
     readiness.fingerprints().add("a", 1);
     hearAllBuckets(readiness, "a", 1);
     return readiness;

@@ -1,4 +1,4 @@
-package dev.geofence.state.testing;
+package dev.geofence.state.shape;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -13,7 +13,8 @@ import org.locationtech.jts.geom.Polygon;
  * Generates valid fence shapes of the kinds real data holds, for oracle tests and benchmarks:
  * convex, concave (star-shaped), with holes, multipolygons, rectilinear on a grid (boundary points
  * exactly representable) and nearly degenerate (slivers, spikes, collinear runs, tiny shapes).
- * Deterministic for a given seed.
+ * Deterministic for a given seed. Like JTS's {@code GeometricShapeFactory}, a generator in the
+ * library itself: the oracle tests and the benchmarks draw from the same kinds.
  */
 public final class Shapes {
 

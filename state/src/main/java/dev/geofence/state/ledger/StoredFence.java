@@ -1,30 +1,30 @@
-package dev.geofence.job.operator;
+package dev.geofence.state.ledger;
 
+import dev.geofence.state.edit.EditKind;
 import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.geom.FenceGeometry;
 
 /**
- * A fence's durable state in Flink keyed state: its stored version (live or tombstone), the
- * geometry in force (null for a tombstone, or for a fence whose only versions were refused), its
- * tenant, and where in the source's history it was last changed. The in-memory index is rebuilt
- * from these on every restore. Serialized by {@link StoredFenceSerializer}, which versions its
- * format.
+ * A fence's durable state, which the {@link LedgerStore} keeps: its stored version (live or
+ * tombstone), the geometry in force (null for a tombstone, or for a fence whose only versions were
+ * refused), its tenant, and where in the source's history it was last changed. The in-memory
+ * ledger is rebuilt from these on every restore. Also a superseded version of the history. Serialized by the job's state layout, which versions its format.
  */
 public final class StoredFence {
 
   /**
-   * A value of a format this release cannot read (see {@link StoredFenceSerializer}): the restored
+   * A value of a format this release cannot read (the layout reads no other): the restored
    * fences cannot be used, and the index is rebuilt from the source.
    */
   public static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, 0, 0);
 
-  final long seq;
-  final boolean deleted;
-  final FenceGeometry geometry;
-  final String tenant;
-  final long commitLsn;
-  final long commitTime;
+  private final long seq;
+  private final boolean deleted;
+  private final FenceGeometry geometry;
+  private final String tenant;
+  private final long commitLsn;
+  private final long commitTime;
 
   public StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
     this.seq = seq;
@@ -68,20 +68,31 @@ public final class StoredFence {
     return commitTime;
   }
 
-  /** Of a format this release cannot read (see {@link StoredFenceSerializer}). */
+  /** Of a format this release cannot read: a restore rebuilds the index without it. */
   public boolean unreadable() {
     return this == UNREADABLE;
   }
 
+  /** The version an edit makes the fence's: a tombstone for a delete, no geometry for a refused upsert. */
+  public static StoredFence of(FenceEdit edit) {
+    return new StoredFence(edit.seq(), edit.kind() == EditKind.DELETE, edit.geometry(), edit.tenant(), edit.commitLsn(),
+        edit.commitTimeMillis());
+  }
+
   /** The edit that, applied to an empty fence set, restores this version. */
   public FenceEdit asSnapshotEdit(String fenceId) {
+    return asEdit(fenceId, EditOrigin.SNAPSHOT);
+  }
+
+  /** The edit that makes this version the fence's, from {@code origin}. */
+  public FenceEdit asEdit(String fenceId, EditOrigin origin) {
     if (deleted) {
-      return FenceEdit.delete(fenceId, seq, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+      return FenceEdit.delete(fenceId, seq, origin, commitLsn, commitTime);
     }
     if (geometry == null) {
-      return FenceEdit.refusedUpsert(fenceId, seq, tenant, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+      return FenceEdit.refusedUpsert(fenceId, seq, tenant, origin, commitLsn, commitTime);
     }
-    return FenceEdit.upsert(fenceId, seq, geometry, tenant, EditOrigin.SNAPSHOT, commitLsn, commitTime);
+    return FenceEdit.upsert(fenceId, seq, geometry, tenant, origin, commitLsn, commitTime);
   }
 
   @Override

@@ -1,6 +1,5 @@
-package dev.geofence.job.index;
+package dev.geofence.connectors.cdc;
 
-import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.state.geom.BadGeometryException;
 import dev.geofence.state.geom.DecodedGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -13,21 +12,21 @@ import dev.geofence.state.geom.GeometryReadOptions;
  * read from the source decodes on its own thread while the task thread applies. One per thread:
  * JTS's readers keep parse state.
  */
-final class FenceDecoder {
+public final class FenceDecoder {
 
   /** A change's geometry decoded, or why it could not be. */
-  record Decoded(DecodedGeometry geometry, BadGeometryException failure) {}
+  public record Decoded(DecodedGeometry geometry, BadGeometryException failure) {}
 
   private final FenceGeometryReader reader;
   private final GeometryFormat format;
 
-  FenceDecoder(GeometryReadOptions options, GeometryFormat format) {
+  public FenceDecoder(GeometryReadOptions options, GeometryFormat format) {
     this.reader = new FenceGeometryReader(options);
     this.format = format;
   }
 
   /** The geometry of an upsert (null for a delete, which has none). */
-  Decoded decode(FenceChange change) {
+  public Decoded decode(FenceChange change) {
     if (change.kind != FenceChange.Kind.FENCE || change.delete) {
       return null;
     }

@@ -1,13 +1,29 @@
-package dev.geofence.job.index;
+package dev.geofence.bench;
 
 import dev.geofence.connectors.location.Fleet;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.hold.HoldReport;
+import dev.geofence.job.index.Admission;
+import dev.geofence.job.index.Evaluation;
+import dev.geofence.job.index.EventClock;
+import dev.geofence.job.index.LocationPath;
+import dev.geofence.job.operator.Membership;
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
-import dev.geofence.state.time.FenceHistory;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.ledger.LedgerStore;
+import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.ledger.Schedule;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.time.LocationTimePolicy;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
@@ -15,32 +31,33 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.SplittableRandom;
 
 /**
- * The fence index operator's evaluation path alone, on one thread, without Flink (issue 18, items 2
- * and 4): a fleet's locations held by the {@link EventClock} and released a watermark at a time
- * (every 200 ms of event time, 1 s behind the newest location, as the job's bounded
- * out-of-orderness has it), then evaluated by {@link Evaluation} against fences like bench/job's
+ * The fence index operator's location path alone, on one thread, without Flink (issue 18, items 2
+ * and 4): a fleet's locations go through the operator's own {@link LocationPath}, held by its
+ * {@link EventClock} and released a watermark at a time (every 200 ms of event time, 1 s behind
+ * the newest location, as the job's bounded out-of-orderness has it), then evaluated by its
+ * {@link Evaluation} against fences like bench/job's
  * (96-vertex circles of 200 m to 2 km over a 30 x 30 degree box). Each variant runs over the same
  * locations, interleaved over rounds; figures are thread CPU time per location (which other
  * processes on the cores do not inflate), the median round. The clock alone (releasing to a no-op)
  * separates its cost from the evaluation's; one by one (batch 1) is the baseline of the batches.
  * Presence is kept in memory only here: keyed state is the job benchmark's (bench/run job).
  *
- * <p>Usage: OperatorPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R] [--channels C]
- * (the locations arrive as an index subtask receives them from C parse subtasks, default 2)
- * (package {@code dev.geofence.job.operator}, whose classes it drives, which are not public).
+ * <p>Usage: LocationPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R] [--channels C]
+ * (the locations arrive as an index subtask receives them from C parse subtasks, default 2).
  */
-public final class OperatorPathBenchmark {
+public final class LocationPathBenchmark {
 
   private static final int MAX_PARALLELISM = 128;
   private static final double SIDE = 30;
   private static final long RELEASE_EVERY_MS = 200;
   private static final long OUT_OF_ORDERNESS_MS = 1000;
 
-  private OperatorPathBenchmark() {}
+  private LocationPathBenchmark() {}
 
   public static void main(String[] args) {
     int fences = 1_200_000;
@@ -58,7 +75,7 @@ public final class OperatorPathBenchmark {
         default -> throw new IllegalArgumentException("unknown option " + args[i]);
       }
     }
-    FenceSet set = fences(fences);
+    Fences set = fences(fences);
     Fleet fleet = new Fleet(vehicles, 0, 0, SIDE, SIDE, 1_700_000_000_000L, 1000, 13);
     // The first lap only places the vehicles (their first ENTERs); the measured locations follow.
     Location[] warm = new Location[vehicles];
@@ -122,7 +139,7 @@ public final class OperatorPathBenchmark {
    * item 4): what the evaluation retains after both passes (every vehicle's newest time, the fences
    * it is inside), the used heap after a full collection with it and without it.
    */
-  private static void presenceMemory(FenceSet set, Location[] warm, Location[] measured) {
+  private static void presenceMemory(Fences set, Location[] warm, Location[] measured) {
     Pass pass = new Pass(set, 64);
     pass.run(warm);
     pass.run(measured);
@@ -146,11 +163,16 @@ public final class OperatorPathBenchmark {
     return used;
   }
 
-  /** One pass of the operator's path over a fresh membership: hold, release every 200 ms, evaluate. */
-  private static final class Pass implements EventClock.Due, dev.geofence.job.operator.Membership {
-    final EventClock clock = new EventClock();
+  /**
+   * One pass of the operator's location path over a fresh membership: a ready index with no edits,
+   * released every 200 ms; batch 0 is the clock alone, releasing to nothing.
+   */
+  private static final class Pass implements Membership {
+    private static final int LAST_KEY_GROUP = MAX_PARALLELISM - 1;
+    final Schedule schedule = new Schedule();
+    final EventClock clock = new EventClock(schedule, LocationTimePolicy.defaults());
     final Evaluation evaluation;
-    final int batch;
+    final LocationPath path;
     long triggers;
     /** Distinct locations (by object and time) with at least one trigger, of the measured pass. */
     final java.util.Set<Long> crossing = new java.util.HashSet<>();
@@ -158,58 +180,68 @@ public final class OperatorPathBenchmark {
     /** (object, fence) pairs inside now. */
     long inside;
 
-    Pass(FenceSet set, int batch) {
-      this.batch = batch;
-      // No fence edits, so no history; each vehicle's locations come in its time order.
-      this.evaluation = batch == 0 ? null : new Evaluation(set, new FenceHistory(), this, t -> {
+    Pass(Fences fences, int batch) {
+      if (batch == 0) {
+        evaluation = null;
+        path = null;
+        return;
+      }
+      FenceSet set = fences.set();
+      BucketFingerprints fingerprints = fences.fingerprints();
+      Readiness readiness = new Readiness(fingerprints, new Readiness.Listener() {
+        @Override
+        public void becameReady() {}
+
+        @Override
+        public void distrusted(String reason) {
+          throw new IllegalStateException(reason);
+        }
+      });
+      readiness.nothingToProve();
+      if (!readiness.ready()) {
+        throw new IllegalStateException("the index does not prove itself complete: " + readiness.phase());
+      }
+      FenceLedger ledger = new FenceLedger(set, fingerprints, schedule, NO_EDITS, clock, NOTHING_TOLD);
+      Admission admission = new Admission(LocationTimePolicy.defaults(), letter -> {
+        throw new IllegalStateException("a fleet location refused: " + letter.reason);
+      });
+      evaluation = new Evaluation(set, ledger.history(), this, t -> {
         triggers++;
         crossing.add(t.eventTime * 1_000_003L + t.objectId.hashCode());
-      }, (location, newest) -> {
-        throw new IllegalStateException("a fleet location out of its vehicle's order: " + location);
-      }, fence -> false, MAX_PARALLELISM, 0, MAX_PARALLELISM - 1, batch);
+      }, admission, schedule::hasExit, MAX_PARALLELISM, 0, LAST_KEY_GROUP, batch);
+      path = new LocationPath(clock, readiness, admission, evaluation, ledger, new HoldReport(null, Integer.MAX_VALUE), () -> {},
+          0, LAST_KEY_GROUP);
     }
 
     void run(Location[] locations) {
       triggers = 0;
       crossing.clear();
       try {
+        long newest = Long.MIN_VALUE;
         for (Location l : locations) {
-          clock.hold(l, 0, MAX_PARALLELISM - 1);
+          newest = Math.max(newest, l.timestamp);
+          if (path == null) {
+            clock.hold(l, 0, LAST_KEY_GROUP);
+          } else {
+            path.location(l);
+          }
           if (l.timestamp >= nextRelease) {
-            if (clock.advanceTo(l.timestamp - OUT_OF_ORDERNESS_MS)) {
-              release();
-            }
+            advanceTo(l.timestamp - OUT_OF_ORDERNESS_MS);
             nextRelease = l.timestamp + RELEASE_EVERY_MS;
           }
         }
-        clock.advanceTo(Long.MAX_VALUE - 1);
-        release();
+        // Up to the pass's newest location, not beyond: the next pass goes on in time from there.
+        advanceTo(newest);
       } catch (Exception e) {
         throw new IllegalStateException(e);
       }
     }
 
-    private void release() throws Exception {
-      clock.releaseUpTo(clock.time(), () -> true, this);
-      if (evaluation != null) {
-        evaluation.flush();
-      }
-    }
-
-    @Override
-    public void applyPending(String key, long time) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void exitDeleted(String key) {
-      throw new IllegalStateException("no deletes in this benchmark");
-    }
-
-    @Override
-    public void evaluate(Location location, int keyGroupStart, int keyGroupEnd) throws Exception {
-      if (evaluation != null) {
-        evaluation.add(location, keyGroupStart, keyGroupEnd);
+    private void advanceTo(long time) throws Exception {
+      if (path != null) {
+        path.advanceTo(time);
+      } else if (clock.advanceTo(time)) {
+        clock.releaseUpTo(time, () -> true, NOTHING_DUE);
       }
     }
 
@@ -223,6 +255,84 @@ public final class OperatorPathBenchmark {
       inside--;
     }
   }
+
+  /** The clock alone releases to nothing. */
+  private static final EventClock.Due NOTHING_DUE = new EventClock.Due() {
+    @Override
+    public void applyPending(String key, long time) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void evaluate(Location location, int keyGroupStart, int keyGroupEnd) {}
+
+    @Override
+    public void exitDeleted(String key) {
+      throw new IllegalStateException("no deletes in this benchmark");
+    }
+  };
+
+  /** What the ledger tells its owner: of edits only, of which this benchmark has none. */
+  private static final FenceLedger.Listener NOTHING_TOLD = new FenceLedger.Listener() {
+    @Override
+    public void gap(String reason) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void exitMembers(String fenceId, long deletedAt, long seq) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void fingerprint(int bucket, Long commitTime) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+  };
+
+  /** The ledger's store: this benchmark has no edits, so nothing is ever written. */
+  private static final LedgerStore NO_EDITS = new LedgerStore() {
+    @Override
+    public void fence(String fenceId, StoredFence version) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void removeFence(String fenceId) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public String storedTenant(String fenceId) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void fingerprint(BucketFingerprint fingerprint) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void keepVersion(String fenceId, long until, StoredFence version) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void forgetVersionsUpTo(String fenceId, long horizon) {}
+
+    @Override
+    public void flush() {}
+
+    @Override
+    public void queued(String key, List<Queued> changes) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+
+    @Override
+    public void waitingExits(String fenceId, Map<Long, Long> exits) {
+      throw new IllegalStateException("no edits in this benchmark");
+    }
+  };
 
   /**
    * The order locations reach an index subtask from {@code channels} parse subtasks: the source's
@@ -276,8 +386,11 @@ public final class OperatorPathBenchmark {
     }
   }
 
+  /** The fences, and their buckets' fingerprints as read and as the source gives them: they match. */
+  private record Fences(FenceSet set, BucketFingerprints fingerprints) {}
+
   /** Fences as bench/job loads into PostGIS: 96-vertex circles of radius 0.002 to 0.02 degrees. */
-  private static FenceSet fences(int n) {
+  private static Fences fences(int n) {
     SplittableRandom random = new SplittableRandom(18);
     FenceSet set = new FenceSet(new FenceIndex());
     for (int f = 0; f < n; f++) {
@@ -296,7 +409,19 @@ public final class OperatorPathBenchmark {
           EditOrigin.SNAPSHOT, 0, 0));
     }
     set.index().prepareForQuery();
-    return set;
+    BucketFingerprints fingerprints = new BucketFingerprints(MAX_PARALLELISM, 0, MAX_PARALLELISM - 1);
+    long[] count = new long[FenceBuckets.COUNT];
+    long[] checksum = new long[FenceBuckets.COUNT];
+    for (int f = 0; f < n; f++) {
+      String id = "f-" + f;
+      fingerprints.add(id, 1);
+      count[FenceBuckets.of(id)]++;
+      checksum[FenceBuckets.of(id)] ^= FenceChecksum.hash(id, 1);
+    }
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      fingerprints.expect(b, count[b], checksum[b], 1);
+    }
+    return new Fences(set, fingerprints);
   }
 
   private static String describe(double[] rounds) {

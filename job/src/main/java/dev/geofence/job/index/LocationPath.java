@@ -1,0 +1,117 @@
+package dev.geofence.job.index;
+
+import dev.geofence.connectors.model.Location;
+import dev.geofence.job.hold.HoldReport;
+import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.readiness.Readiness;
+import org.apache.flink.annotation.Internal;
+
+/**
+ * The path of the locations through one fence index subtask (docs/design.md#time-rules): each
+ * location is refused by the time rules, evaluated at once (the clock has passed it and the index
+ * is ready), or held; each step of the clock releases what it passed in time order, the fence
+ * edits due between the locations, so that each location sees the fences of its time. Public, like
+ * the parts it drives, for the benchmark of this path (bench/run path); not an API.
+ */
+@Internal
+public final class LocationPath {
+
+  private final EventClock clock;
+  private final Readiness readiness;
+  private final Admission admission;
+  private final Evaluation evaluation;
+  private final FenceLedger ledger;
+  private final HoldReport hold;
+  /** Told after each edit the clock releases: the warm-up's phase may have moved. */
+  private final Runnable edited;
+  private final int keyGroupStart;
+  private final int keyGroupEnd;
+  private final EventClock.Due due = new EventClock.Due() {
+    @Override
+    public void applyPending(String key, long time) throws Exception {
+      // The locations released before this edit see the fences without it.
+      evaluation.flush();
+      ledger.release(key, time);
+      edited.run();
+    }
+
+    @Override
+    public void evaluate(Location location, int start, int end) throws Exception {
+      evaluation.add(location, start, end);
+    }
+
+    @Override
+    public void exitDeleted(String fenceId) throws Exception {
+      // The locations released before these EXITs enter and leave the fence first.
+      evaluation.flush();
+      ledger.releaseExit(fenceId);
+    }
+  };
+  /** Set when the index becomes ready, and acted on once what made it so is done. */
+  private boolean releaseDue;
+
+  /** For the key groups [{@code keyGroupStart}, {@code keyGroupEnd}] the subtask owns. */
+  public LocationPath(EventClock clock, Readiness readiness, Admission admission, Evaluation evaluation, FenceLedger ledger,
+      HoldReport hold, Runnable edited, int keyGroupStart, int keyGroupEnd) {
+    this.clock = clock;
+    this.readiness = readiness;
+    this.admission = admission;
+    this.evaluation = evaluation;
+    this.ledger = ledger;
+    this.hold = hold;
+    this.edited = edited;
+    this.keyGroupStart = keyGroupStart;
+    this.keyGroupEnd = keyGroupEnd;
+  }
+
+  /** A location of the stream: refused, evaluated, or held (in state, none lost) until it is due. */
+  public void location(Location location) throws Exception {
+    if (admission.tooLate(location, clock.time())) {
+      return;
+    }
+    if (location.timestamp <= clock.time() && readiness.ready()) {
+      admission.late();
+      evaluation.evaluate(location, keyGroupStart, keyGroupEnd);
+    } else {
+      clock.hold(location, keyGroupStart, keyGroupEnd);
+      reportHold();
+    }
+  }
+
+  /** The clock moves to {@code time} if that is later: what it passed is released. Says whether it moved. */
+  public boolean advanceTo(long time) throws Exception {
+    if (!clock.advanceTo(time)) {
+      return false;
+    }
+    release();
+    return true;
+  }
+
+  /** The index became ready: what is held is released once what made it so is done ({@link #releaseIfDue}). */
+  void becameReady() {
+    releaseDue = true;
+  }
+
+  /** Releases the held locations if the index has become ready since the last release. */
+  void releaseIfDue() throws Exception {
+    if (releaseDue) {
+      release();
+    }
+  }
+
+  /** Tells the coordinator whether the hold is full or has room again. */
+  void reportHold() {
+    hold.held(clock.heldLocations(), readiness.ready(), clock.lagBehindHeld());
+  }
+
+  /** Applies and evaluates what the clock has let through, locations in batches. */
+  private void release() throws Exception {
+    releaseDue = false;
+    clock.releaseUpTo(clock.time(), readiness::ready, due);
+    evaluation.flush();
+    if (readiness.ready()) {
+      clock.indexReady();
+    }
+    reportHold();
+  }
+}

@@ -1,0 +1,169 @@
+package dev.geofence.job.index;
+
+import dev.geofence.connectors.model.Location;
+import dev.geofence.job.operator.FenceIndexState;
+import dev.geofence.job.operator.FenceIndexUnionState;
+import dev.geofence.job.operator.StoredFenceSerializer;
+import dev.geofence.state.ledger.BucketFingerprint;
+import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.readiness.StreamPosition;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.flink.runtime.state.KeyGroupRange;
+
+/**
+ * A subtask's restore of its keyed state into the parts that hold it in memory (design: "Start,
+ * restore and readiness"): the fences into the ledger, in two phases (reading them, then indexing
+ * them, each timed in the episode); then the fingerprints, stream positions and bucket versions
+ * into the readiness, the members into the evaluation, the superseded versions and what waited for
+ * the clock into the ledger.
+ */
+final class StateRestore {
+
+  /** A fence read back, with the bucket it was stored in. */
+  private record Read(int bucket, String fenceId, StoredFence stored) {}
+
+  private final FenceIndexState keyed;
+  private final FenceLedger ledger;
+  private final Readiness readiness;
+  private final EventClock clock;
+  private final Evaluation evaluation;
+  private final WarmUp warmUp;
+  private final HydrationRecorder recorder;
+  private final EditDecoder decoder;
+
+  StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readiness, EventClock clock, Evaluation evaluation,
+      WarmUp warmUp, HydrationRecorder recorder, EditDecoder decoder) {
+    this.keyed = keyed;
+    this.ledger = ledger;
+    this.readiness = readiness;
+    this.clock = clock;
+    this.evaluation = evaluation;
+    this.warmUp = warmUp;
+    this.recorder = recorder;
+    this.decoder = decoder;
+  }
+
+  /**
+   * Reads everything the keyed state of these key groups holds ({@code restored}: there is any),
+   * then what every subtask shares.
+   */
+  void read(boolean restored, int maxParallelism, KeyGroupRange own, FenceIndexUnionState union) throws Exception {
+    readKeyed(restored, maxParallelism, own);
+    union.read(own, new FenceIndexUnionState.Restored() {
+      @Override
+      public void held(Location location, int start, int end) {
+        clock.hold(location, start, end);
+      }
+
+      @Override
+      public void clock(long time) {
+        clock.advanceTo(time);
+      }
+
+      @Override
+      public void untrusted(String reason) {
+        // Distrust outlives restarts: state restored across a gap stays untrusted until rebuilt.
+        readiness.distrust(reason);
+      }
+
+      @Override
+      public void objectNewest(String objectId, long time) {
+        evaluation.restoreNewest(objectId, time);
+      }
+    });
+    if (warmUp.unreadableCount() > 0) {
+      readiness.distrust(warmUp.unreadableCount() + " restored fences are of a state format this release cannot read (it reads "
+          + StoredFenceSerializer.FORMAT_VERSION + ")");
+    }
+  }
+
+  private void readKeyed(boolean restored, int maxParallelism, KeyGroupRange own) throws Exception {
+    List<Read> fences = new ArrayList<>();
+    if (restored) {
+      recorder.restoring();
+    }
+    List<Integer> readFingerprints = new ArrayList<>();
+    FenceIndexState.Restored into = new FenceIndexState.Restored() {
+      @Override
+      public void fence(int bucket, String fenceId, StoredFence stored) {
+        if (stored.unreadable()) {
+          warmUp.unreadable(fenceId);
+        } else {
+          fences.add(new Read(bucket, fenceId, stored));
+        }
+      }
+
+      @Override
+      public void fingerprint(BucketFingerprint stats) {
+        readiness.fingerprints().expect(stats.bucket(), stats.fenceCount(), stats.checksum(), stats.version());
+        readiness.versionKnown(stats.bucket(), stats.version());
+        readiness.streamed(stats.lsn(), stats.commitTime());
+        if (stats.commitTime() > 0) {
+          warmUp.fingerprint(stats.bucket(), stats.commitTime());
+        } else {
+          readFingerprints.add(stats.bucket());
+        }
+      }
+
+      @Override
+      public void position(StreamPosition position) {
+        readiness.streamed(position.lsn(), position.commitTime());
+      }
+
+      @Override
+      public void member(String fenceId, String objectId) {
+        evaluation.restoreMember(fenceId, objectId);
+      }
+
+      @Override
+      public void version(String fenceId, long until, StoredFence version) {
+        ledger.restoreVersion(fenceId, until, version);
+      }
+
+      @Override
+      public void queued(String key, List<Queued> changes, boolean earlierForm) {
+        for (Queued change : changes) {
+          if (change.fingerprint() != null) {
+            readiness.versionKnown(change.fingerprint().bucket(), change.fingerprint().version());
+          }
+        }
+        ledger.restoreQueued(changes, earlierForm);
+      }
+
+      @Override
+      public void waitingExits(String fenceId, Map<Long, Long> exits) {
+        ledger.restoreExits(fenceId, exits);
+      }
+    };
+    // Each fence counts in the fingerprint of the bucket it is stored in, which the read knows:
+    // hashing its id again would cost an MD5 per fence, and where it is stored is what this
+    // subtask answers for.
+    keyed.readFences(maxParallelism, own, into);
+    if (restored) {
+      recorder.fencesRestored();
+    }
+    for (Read read : fences) {
+      readiness.streamed(read.stored().commitLsn(), read.stored().commitTime());
+      ledger.restore(read.bucket(), read.fenceId(), read.stored());
+    }
+    // Packed now, while the CDC source restarts, not by the first query once ready: that repack
+    // of every fence held the first locations after a restore (a fifth of the restoring threads'
+    // CPU in a profile: docs/performance/journal.md, "2026-12-03: the index packed by the restore").
+    ledger.fences().index().prepareForQuery();
+    keyed.readTheRest(into, change -> decoder.decode(change));
+    // A restored bucket that stays mismatched is healed like any other: a fingerprint a read took
+    // carries no commit time, and is as old as the newest the state had streamed, which every
+    // restored queued edit is no newer than.
+    for (int bucket : readFingerprints) {
+      warmUp.fingerprint(bucket, readiness.streamTime());
+    }
+    if (restored) {
+      recorder.indexed();
+    }
+  }
+}

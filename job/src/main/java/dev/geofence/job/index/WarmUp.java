@@ -1,0 +1,314 @@
+package dev.geofence.job.index;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
+import dev.geofence.connectors.source.BucketRead;
+import dev.geofence.connectors.source.SourceOfTruth;
+import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.readiness.LoadPhase;
+import dev.geofence.state.readiness.Lsn;
+import dev.geofence.state.readiness.Readiness;
+import dev.geofence.state.readiness.Rereads;
+import dev.geofence.state.readiness.SourceRead;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Collectors;
+import org.apache.flink.streaming.runtime.tasks.ProcessingTimeService;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The steps between a subtask and a trusted index, on the task's thread (design: "Start, restore
+ * and readiness"): which step comes next (a fresh start's read of the source, the gap check of a
+ * restore, the rebuild of an untrusted index, the re-read of buckets that stay mismatched), what
+ * each step's outcome means, as {@link SourceOfTruth} hands it over, and trying an unreachable source
+ * again after {@link #RETRY_INTERVAL_MS}. Each verdict goes to the {@link Readiness} and the
+ * hydration episode; the rows a read brings go to the {@link FenceLedger}, merged by seq with the
+ * stream.
+ *
+ * <p>Not thread-safe: the task thread's own.
+ */
+final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
+
+  /** How long to wait before trying an unreachable source of truth again. */
+  static final long RETRY_INTERVAL_MS = 2_000;
+
+  private static final Logger LOG = LoggerFactory.getLogger(WarmUp.class);
+
+  private final Readiness readiness;
+  private final HydrationRecorder recorder;
+  private final FenceLedger ledger;
+  private final EditDecoder decoder;
+  private final ProcessingTimeService time;
+  /** How far the clock may be past a bucket's fingerprint before its mismatch is real. */
+  private final long patienceMillis;
+  /** Run after every outcome: the index may have become ready. */
+  private final SourceOfTruth.Action settled;
+  /** Fences whose restored version is of a format this release cannot read. */
+  private final List<String> unreadable = new ArrayList<>();
+  private final Rereads rereads = new Rereads();
+  /** The fences the re-read under way changed: what the stream or the restored state lacked. */
+  private final List<String> healed = new ArrayList<>();
+  /** Null until {@link #open}: without a source (tests) there is no step to take. */
+  private SourceOfTruth source;
+  /** The read of the source under way (a fresh start's, a rebuild's or a re-read's), or null. */
+  private SourceRead read;
+  private long restoredLsn;
+  private String sourceUrl;
+
+  WarmUp(Readiness readiness, HydrationRecorder recorder, FenceLedger ledger, EditDecoder decoder, ProcessingTimeService time,
+      Duration heartbeatInterval, SourceOfTruth.Action settled) {
+    this.readiness = readiness;
+    this.recorder = recorder;
+    this.ledger = ledger;
+    this.decoder = decoder;
+    this.time = time;
+    this.patienceMillis = heartbeatInterval.toMillis();
+    this.settled = settled;
+  }
+
+  /** A restored fence this release cannot read: the index is rebuilt without it. */
+  void unreadable(String fenceId) {
+    unreadable.add(fenceId);
+  }
+
+  /** How many restored fences this release could not read. */
+  int unreadableCount() {
+    return unreadable.size();
+  }
+
+  /**
+   * Starts the first step.
+   *
+   * @param source the source of truth, or null when there is none (tests)
+   * @param restoredLsn the stream position the restored state holds, for the gap check
+   */
+  void open(SourceOfTruth source, String sourceUrl, long restoredLsn) throws Exception {
+    this.source = source;
+    this.sourceUrl = sourceUrl;
+    this.restoredLsn = restoredLsn;
+    next();
+  }
+
+  /**
+   * Starts what stands between this subtask and a trusted index, if anything does and nothing is
+   * under way: a fresh start's read, the gap check of a restore, a rebuild if the index cannot be
+   * trusted.
+   */
+  private void next() throws Exception {
+    if (source == null || source.busy() || (readiness.verified() && readiness.distrust() == null)) {
+      return;
+    }
+    if (readiness.distrust() != null || readiness.loading()) {
+      recorder.enter(readiness.phase());
+      for (String id : unreadable) {
+        ledger.removeUnreadable(id);
+      }
+      read = SourceRead.ofAllBuckets();
+      if (readiness.loading()) {
+        source.initialRead();
+      } else {
+        source.readAll();
+      }
+    } else {
+      recorder.enter(LoadPhase.GAP_CHECK);
+      source.checkGap(restoredLsn);
+    }
+  }
+
+  /** The index became untrusted: said, recorded, and a rebuild started. */
+  void distrusted(String reason) throws Exception {
+    recorder.distrusted(reason);
+    LOG.warn("{}; no location is evaluated until the index is rebuilt from the source", reason);
+    next();
+  }
+
+  /** A fence edit arrived from the stream: a read under way must not delete the fence as gone. */
+  void streamed(String fenceId) {
+    if (read != null) {
+      read.streamed(fenceId);
+    }
+  }
+
+  /** A bucket's fingerprint took effect (commit time null for a read's). */
+  void fingerprint(int bucket, Long commitTime) {
+    rereads.fingerprint(bucket, commitTime);
+  }
+
+  /** How many buckets have been read again. */
+  long rereadCount() {
+    return rereads.count();
+  }
+
+  /** How many buckets a re-read did not leave matching, or did not reach the source for. */
+  long rereadUnmatchedCount() {
+    return rereads.unmatchedAfterReread();
+  }
+
+  /** Whether a gap check or a read is under way. */
+  boolean running() {
+    return source != null && source.busy();
+  }
+
+  /**
+   * Buckets that stay mismatched once the stream has passed the catch-up target and the clock is a
+   * heartbeat interval past their fingerprint (the clock has applied every edit committed before
+   * it, so the difference is real: an edit the stream never carried, or one the restored state
+   * lacks) are read again from the source, those buckets alone, merged by seq with what the stream
+   * brings meanwhile, as a rebuild reads all of them; whether or not the subtask was ever ready,
+   * since one that never gets there would hold its locations for good. Locations wait meanwhile, as
+   * for any bucket that does not match; the re-read is recorded in the episode and counted, and a
+   * bucket it leaves mismatched is tried again with backoff ({@link Rereads}).
+   */
+  void maybeReread(long clockTime) {
+    if (source == null || source.busy() || readiness.distrust() != null || !readiness.verified() || !readiness.caughtUp()
+        || readiness.fingerprints().ready()) {
+      return;
+    }
+    Rereads.Overdue overdue = rereads.overdue(readiness.fingerprints().unmatchedBuckets(), clockTime, patienceMillis,
+        time.getCurrentProcessingTime());
+    readiness.rereading(rereads.retrying());
+    recorder.update();
+    if (overdue == null) {
+      return;
+    }
+    int[] buckets = overdue.buckets();
+    String which = Arrays.stream(buckets).mapToObj(String::valueOf).collect(Collectors.joining(", "));
+    recorder.rereading(buckets.length, (buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched "
+        + overdue.longestMillis() + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints")
+        + "; read again from the source");
+    read = SourceRead.ofBuckets(buckets);
+    source.reread(buckets);
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    if (source != null) {
+      source.close();
+    }
+  }
+
+  // ---- the outcomes of a step, handed to the task's thread ----------------------------------------
+
+  @Override
+  public void checked(SourceOfTruth.Verdict verdict) throws Exception {
+    if (verdict.target() == null) {
+      recorder.gapChecked(GapCheck.GAP, verdict.result().reason());
+      LOG.warn("Gap check failed, the restored fences cannot be trusted and are rebuilt from the source: {}", verdict.result().reason());
+      readiness.distrust(verdict.result().reason());
+    } else {
+      // Either way the versions prove it; with the slot ahead, they alone can.
+      recorder.gapChecked(GapCheck.COVERED, verdict.result().slotAhead()
+          ? verdict.result().reason() + "; proven by the bucket versions at " + Lsn.format(verdict.target().lsn()) : null);
+      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", verdict.result().reason(),
+          Lsn.format(verdict.target().lsn()), verdict.target().fenceCount(),
+          verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
+      readiness.coveredUpTo(verdict.target().lsn(), verdict.target().bucketVersions());
+      readiness.proveVersionsOnceCaughtUp();
+    }
+    recorder.record();
+    stepped();
+  }
+
+  @Override
+  public void rows(List<SourceOfTruth.Row> rows) throws Exception {
+    for (SourceOfTruth.Row row : rows) {
+      FenceChange change = row.change();
+      if (change.kind != FenceChange.Kind.FENCE) {
+        readiness.versionKnown(change.bucket, change.seq);
+      } else {
+        read.read(change.fenceId);
+      }
+      if (change.kind == FenceChange.Kind.FENCE && !read.ofAll()) {
+        // What a re-read heals is worth saying: it is what the stream or the state had lost.
+        long held = ledger.fences().seqOf(change.fenceId);
+        boolean wasLive = ledger.fences().isLive(change.fenceId);
+        ledger.read(decoder.decode(change, row.decoded()));
+        if (ledger.fences().seqOf(change.fenceId) != held || ledger.fences().isLive(change.fenceId) != wasLive) {
+          healed.add(change.fenceId + " " + (wasLive ? "live" : held == 0 ? "unknown" : "deleted") + " at seq " + held + " -> "
+              + (ledger.fences().isLive(change.fenceId) ? "live" : "deleted") + " at seq " + ledger.fences().seqOf(change.fenceId));
+        }
+      } else {
+        ledger.read(decoder.decode(change, row.decoded()));
+      }
+    }
+    recorder.update();
+    settled.run();
+  }
+
+  /**
+   * The read is complete: fences held here that the source has no row of at all (and that the
+   * stream did not bring meanwhile) are deleted, and the index is trusted.
+   */
+  @Override
+  public void read(BucketRead.Result result) throws Exception {
+    List<String> gone = deleteGone();
+    if (!read.ofAll()) {
+      finishReread(result, gone);
+    } else {
+      boolean loaded = readiness.loading();
+      unreadable.clear();
+      read = null;
+      LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
+          loaded ? "Loaded" : "Rebuilt", result.millis(), result.fences(), result.tombstones(), Lsn.format(result.lsn()), gone.size());
+      readiness.rebuilt(result.lsn());
+    }
+    stepped();
+  }
+
+  /** A re-read of some buckets is complete. */
+  private void finishReread(BucketRead.Result result, List<String> gone) {
+    int[] buckets = read.buckets();
+    int[] still = Arrays.stream(readiness.fingerprints().unmatchedBuckets()).filter(b -> Arrays.binarySearch(buckets, b) >= 0).toArray();
+    if (still.length > 0) {
+      // The source's fingerprint disagrees with its own fences, or the bucket changed again before
+      // the stream caught up with the read: tried again with backoff while it stays mismatched.
+      rereads.stillUnmatched(still);
+      LOG.warn("Bucket(s) {} read again from the source still do not match the fingerprint the source keeps for them"
+          + " (fence_bucket_stats written outside the versioning?): locations stay held, and they are read again with backoff",
+          Arrays.toString(still));
+    }
+    LOG.info("Re-read {} buckets from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone{}; {} of {} buckets"
+        + " unmatched; fences changed by it: {}", buckets.length, result.millis(), result.fences(), result.tombstones(),
+        Lsn.format(result.lsn()), gone.size(), gone.isEmpty() ? "" : " " + gone, readiness.fingerprints().unmatched(),
+        readiness.fingerprints().ownedBuckets(), healed.isEmpty() ? "none" : String.join(", ", healed));
+    healed.clear();
+    read = null;
+  }
+
+  @Override
+  public void unreachable(String reason) throws Exception {
+    if (read != null && !read.ofAll()) {
+      // Tried again after their backoff, if the buckets are still mismatched.
+      rereads.stillUnmatched(read.buckets());
+      read = null;
+    }
+    if (!readiness.verified() && readiness.distrust() == null) {
+      recorder.gapChecked(GapCheck.UNREACHABLE, reason);
+    }
+    LOG.warn("The fence database at {} is unreachable ({}); the index is not ready, trying again in {} ms", sourceUrl, reason,
+        RETRY_INTERVAL_MS);
+    recorder.record();
+    time.registerTimer(time.getCurrentProcessingTime() + RETRY_INTERVAL_MS, at -> next());
+    settled.run();
+  }
+
+  /** A step ended: the next one, if any, and the index may be ready now. */
+  private void stepped() throws Exception {
+    next();
+    recorder.update();
+    settled.run();
+  }
+
+  /** Deletes the live fences that the read under way shows the source has no row of at all; returns their ids. */
+  private List<String> deleteGone() throws Exception {
+    List<String> gone = read.gone(ledger.fences().liveIds());
+    long now = System.currentTimeMillis();
+    for (String id : gone) {
+      ledger.deleteGone(id, now);
+    }
+    return gone;
+  }
+}

@@ -1,0 +1,232 @@
+package dev.geofence.state.ledger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.edit.EditOrigin;
+import dev.geofence.state.edit.FenceEdit;
+import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.readiness.BucketFingerprints;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The ledger alone, against a store and a clock of the test's: the edit path's decisions. */
+class FenceLedgerTest {
+
+  private static final FenceGeometry SQUARE = FenceGeometry.fromArrays(
+      new double[] {0, 0, 10, 0, 10, 10, 0, 10, 0, 0}, new int[] {0, 5}, new int[] {0, 1});
+
+  private final Store store = new Store();
+  private final TestClock clock = new TestClock();
+  private final List<String> told = new ArrayList<>();
+  private final Schedule schedule = new Schedule();
+  private final BucketFingerprints fingerprints = new BucketFingerprints(128, 0, 127);
+  private final FenceLedger ledger = new FenceLedger(new FenceSet(new FenceIndex()), fingerprints, schedule, store, clock,
+      new FenceLedger.Listener() {
+        @Override
+        public void gap(String reason) {
+          told.add("gap: " + reason);
+        }
+
+        @Override
+        public void exitMembers(String fenceId, long deletedAt, long seq) {
+          told.add("exit " + fenceId + " at " + deletedAt);
+        }
+
+        @Override
+        public void fingerprint(int bucket, Long commitTime) {}
+      });
+
+  /**
+   * While the index warms up, an edit behind no queued edit of its fence applies at once, and its
+   * transaction's fingerprint with it, although an older fingerprint of the bucket still waits (as
+   * a restore of a savepoint leaves one): the bucket matches at once. Before, the fingerprint waited
+   * behind the older one for the clock, and the bucket looked as if it had lost an edit.
+   */
+  @Test
+  void aFingerprintGoesAsItsTransactionsEditsWent() throws Exception {
+    String other = otherFenceOfTheBucketOf("a");
+    int bucket = FenceBuckets.of("a");
+    // State restored with fence a@1, its fingerprint, and the next transaction (b@1) still queued.
+    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.SNAPSHOT, 0, 0)));
+    hearAll(bucket, fingerprint(bucket, 1, "a@1"));
+    ledger.restoreQueued(List.of(Queued.of(FenceEdit.upsert(other, 1, SQUARE, null, EditOrigin.STREAM, 10, 100))), false);
+    ledger.restoreQueued(List.of(Queued.of(fingerprint(bucket, 2, 100, "a@1", other + "@1"))), false);
+    clock.time = 50;
+    // The stream: a reshaped, applied at once while warming up, then its fingerprint.
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, EditOrigin.STREAM, 20, 200)));
+    ledger.receive(Queued.of(fingerprint(bucket, 3, 200, "a@2", other + "@1")));
+    assertThat(ledger.fences().seqOf("a")).isEqualTo(2);
+    assertThat(fingerprints.unmatchedBuckets()).as("the queued edit of %s is counted, not yet held", other).containsExactly(bucket);
+    ledger.release(other, 100);
+    ledger.release(FenceBuckets.key(bucket), 100);
+    assertThat(fingerprints.ready()).as("matched once the older transaction is released; its fingerprint, older, ignored").isTrue();
+  }
+
+  /**
+   * When ready, an edit committed after the clock with an older location held waits for it, and so
+   * does its transaction's fingerprint: the bucket never looks mismatched meanwhile.
+   */
+  @Test
+  void aFingerprintWaitsWithTheEditItCounts() throws Exception {
+    int bucket = FenceBuckets.of("a");
+    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.SNAPSHOT, 0, 0)));
+    hearAll(bucket, fingerprint(bucket, 1, "a@1"));
+    clock.warmingUp = false;
+    clock.time = 50;
+    clock.oldestUnevaluated = 150;
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, EditOrigin.STREAM, 20, 200)));
+    ledger.receive(Queued.of(fingerprint(bucket, 2, 200, "a@2")));
+    assertThat(ledger.fences().seqOf("a")).as("waits for the location at 150").isEqualTo(1);
+    assertThat(fingerprints.ready()).as("its fingerprint waits with it").isTrue();
+    ledger.release("a", 200);
+    ledger.release(FenceBuckets.key(bucket), 200);
+    assertThat(ledger.fences().seqOf("a")).isEqualTo(2);
+    assertThat(fingerprints.ready()).isTrue();
+  }
+
+  /** A seq the stream skipped is a gap, told; a delete EXITs at once, or, with an older location held, waits for it. */
+  @Test
+  void aGapIsToldAndADeleteExitsAtOnceOrAfterTheOlderLocations() throws Exception {
+    clock.time = 1_000;
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.STREAM, 1, 100)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 3, SQUARE, null, EditOrigin.STREAM, 2, 200)));
+    assertThat(told).singleElement().asString().startsWith("gap: seq gap on fence a: seq 3 arrived after 1");
+    clock.warmingUp = false;
+    ledger.receive(Queued.of(FenceEdit.delete("a", 4, EditOrigin.STREAM, 3, 300)));
+    assertThat(told).last().isEqualTo("exit a at 300");
+    ledger.receive(Queued.of(FenceEdit.upsert("b", 1, SQUARE, null, EditOrigin.STREAM, 4, 400)));
+    clock.oldestHeld = 450;
+    ledger.receive(Queued.of(FenceEdit.delete("b", 2, EditOrigin.STREAM, 5, 500)));
+    assertThat(told).as("the EXITs wait for the location at 450").hasSize(2);
+    assertThat(schedule.hasExit("b")).isTrue();
+    ledger.releaseExit("b");
+    assertThat(told).last().isEqualTo("exit b at 500");
+  }
+
+  /** A creation's and a reshape's superseded versions are kept for late locations, and written at a checkpoint with the fences held back. */
+  @Test
+  void aCheckpointWritesTheHistoryAndFlushesTheStore() throws Exception {
+    clock.time = 1_000;
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, "t", EditOrigin.STREAM, 1, 100)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, "t", EditOrigin.STREAM, 2, 200)));
+    assertThat(ledger.history().versionAt("a", 150).seq()).isEqualTo(1);
+    assertThat(store.versions).isEmpty();
+    ledger.checkpoint();
+    assertThat(store.versions).as("no fence before 100, a@1 before 200").containsOnlyKeys("a@100", "a@200");
+    assertThat(store.versions.get("a@100").deleted()).isTrue();
+    assertThat(store.flushes).isEqualTo(1);
+    assertThat(store.fences.get("a").seq()).isEqualTo(2);
+  }
+
+  private void hearAll(int bucket, BucketFingerprint fingerprint) throws Exception {
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      ledger.read(Queued.of(b == bucket ? fingerprint : new BucketFingerprint(b, 0, 0, 1, 0, 0)));
+    }
+  }
+
+  private static BucketFingerprint fingerprint(int bucket, long version, String... live) {
+    return fingerprint(bucket, version, 0, live);
+  }
+
+  private static BucketFingerprint fingerprint(int bucket, long version, long commitTime, String... live) {
+    long checksum = 0;
+    for (String fence : live) {
+      String[] idSeq = fence.split("@");
+      checksum ^= FenceChecksum.hash(idSeq[0], Long.parseLong(idSeq[1]));
+    }
+    return new BucketFingerprint(bucket, live.length, checksum, version, 0, commitTime);
+  }
+
+  private static String otherFenceOfTheBucketOf(String fenceId) {
+    for (int i = 0; ; i++) {
+      if (FenceBuckets.of("f" + i) == FenceBuckets.of(fenceId)) {
+        return "f" + i;
+      }
+    }
+  }
+
+  private final class TestClock implements FenceLedger.Clock {
+    long time = Long.MIN_VALUE;
+    long oldestHeld = Long.MAX_VALUE;
+    long oldestUnevaluated = Long.MIN_VALUE;
+    boolean warmingUp = true;
+
+    @Override
+    public long time() {
+      return time;
+    }
+
+    @Override
+    public long oldestHeld() {
+      return oldestHeld;
+    }
+
+    @Override
+    public boolean appliesAtOnce(long commitTime, String key) {
+      return commitTime <= time || ((warmingUp || commitTime <= Math.min(oldestUnevaluated, oldestHeld)) && !schedule.hasEdits(key));
+    }
+
+    @Override
+    public boolean warmingUp() {
+      return warmingUp;
+    }
+
+    @Override
+    public long historyHorizon() {
+      return Math.min(time - 60_000, oldestHeld);
+    }
+  }
+
+  private static final class Store implements LedgerStore {
+    final Map<String, StoredFence> fences = new HashMap<>();
+    final Map<String, StoredFence> versions = new HashMap<>();
+    int flushes;
+
+    @Override
+    public void fence(String fenceId, StoredFence version) {
+      fences.put(fenceId, version);
+    }
+
+    @Override
+    public void removeFence(String fenceId) {
+      fences.remove(fenceId);
+    }
+
+    @Override
+    public String storedTenant(String fenceId) {
+      StoredFence stored = fences.get(fenceId);
+      return stored == null ? null : stored.tenant();
+    }
+
+    @Override
+    public void fingerprint(BucketFingerprint fingerprint) {}
+
+    @Override
+    public void keepVersion(String fenceId, long until, StoredFence version) {
+      versions.put(fenceId + "@" + until, version);
+    }
+
+    @Override
+    public void forgetVersionsUpTo(String fenceId, long horizon) {
+      versions.keySet().removeIf(k -> k.startsWith(fenceId + "@") && Long.parseLong(k.substring(fenceId.length() + 1)) <= horizon);
+    }
+
+    @Override
+    public void flush() {
+      flushes++;
+    }
+
+    @Override
+    public void queued(String key, List<Queued> changes) {}
+
+    @Override
+    public void waitingExits(String fenceId, Map<Long, Long> exits) {}
+  }
+}
