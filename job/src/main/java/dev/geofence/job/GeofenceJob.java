@@ -8,6 +8,7 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.hold.GatedLocationSource;
 import dev.geofence.job.index.FenceIndexOperator;
+import dev.geofence.job.operator.Uids;
 import dev.geofence.job.index.FenceIndexOperatorFactory;
 import dev.geofence.job.operator.FenceKey;
 import java.time.Duration;
@@ -33,21 +34,10 @@ import org.apache.flink.util.Collector;
  * presence and dead letters out. {@code main} lives in {@link dev.geofence.job.cli.GeofenceCommand};
  * tests wire their own sources and sinks here.
  *
- * <p>Every stateful operator has a constant uid, shared with the savepoint tools.
+ * <p>Every operator has a constant uid ({@link Uids}), which the savepoint tools share.
  */
 public final class GeofenceJob {
 
-  public static final String FENCE_SOURCE_UID = "fence-changes";
-  public static final String LOCATION_SOURCE_UID = "location-lines";
-  public static final String PARSE_LOCATIONS_UID = "parse-locations";
-  public static final String FENCE_INDEX_UID = "fence-index";
-  public static final String TRIGGERS_SINK_UID = "triggers-sink";
-  public static final String TRIGGERS_TOPIC_SINK_UID = "triggers-topic-sink";
-  public static final String PRESENCE_SINK_UID = "presence-sink";
-  public static final String DEAD_LETTERS_SINK_UID = "dead-letters-sink";
-  public static final String HEARTBEAT_TICKS_UID = "heartbeat-ticks";
-  public static final String HEARTBEAT_SINK_UID = "heartbeat-sink";
-  public static final String HYDRATION_SINK_UID = "hydration-history-sink";
 
   /** The fence index operator's name, which Flink's REST API lists its vertex under (the ready probe finds it so). */
   public static final String FENCE_INDEX_NAME = "Fence index";
@@ -113,7 +103,7 @@ public final class GeofenceJob {
             endpoints.fences(),
             WatermarkStrategy.<FenceChange>forMonotonousTimestamps().withTimestampAssigner((c, ts) -> c.commitTime),
             "Fence changes (CDC)")
-        .uid(FENCE_SOURCE_UID)
+        .uid(Uids.FENCE_SOURCE)
         .setParallelism(1);
     // Every subtask must know how far the stream has got (for the gap check on restore), so each
     // heartbeat goes to every key group, as a copy keyed like bucket g (key group g).
@@ -146,9 +136,9 @@ public final class GeofenceJob {
       lines.setParallelism(1);
     }
     SingleOutputStreamOperator<Location> locations = lines
-        .uid(LOCATION_SOURCE_UID)
+        .uid(Uids.LOCATION_SOURCE)
         .process(new ParseLocations(settings.timePolicy()))
-        .uid(PARSE_LOCATIONS_UID)
+        .uid(Uids.PARSE_LOCATIONS)
         .name("Parse locations");
     DataStream<Location> timed = locations.assignTimestampsAndWatermarks(locationTime(settings)).name("Location event time");
 
@@ -162,33 +152,33 @@ public final class GeofenceJob {
                     .maxHeldLocations(settings.maxHeldLocations())
                     .evaluatingInBatchesOf(settings.evaluationBatchSize()),
                 holdToken))
-        .uid(FENCE_INDEX_UID);
+        .uid(Uids.FENCE_INDEX);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.
     env.fromSource(
             new DataGeneratorSource<>(n -> n, Long.MAX_VALUE,
                 RateLimiterStrategy.perSecond(1000.0 / endpoints.heartbeatInterval().toMillis()), Types.LONG),
             WatermarkStrategy.noWatermarks(), "Heartbeat ticks")
-        .uid(HEARTBEAT_TICKS_UID)
+        .uid(Uids.HEARTBEAT_TICKS)
         .setParallelism(1)
         .sinkTo(endpoints.heartbeats())
-        .uid(HEARTBEAT_SINK_UID)
+        .uid(Uids.HEARTBEAT_SINK)
         .name("fence_heartbeat")
         .setParallelism(1);
 
-    triggers.sinkTo(endpoints.triggers()).uid(TRIGGERS_SINK_UID).name("geofence_triggers");
-    triggers.sinkTo(endpoints.presence()).uid(PRESENCE_SINK_UID).name("geofence_presence");
+    triggers.sinkTo(endpoints.triggers()).uid(Uids.TRIGGERS_SINK).name("geofence_triggers");
+    triggers.sinkTo(endpoints.presence()).uid(Uids.PRESENCE_SINK).name("geofence_presence");
     if (endpoints.triggersTopic() != null) {
-      triggers.sinkTo(endpoints.triggersTopic()).uid(TRIGGERS_TOPIC_SINK_UID).name("Triggers topic");
+      triggers.sinkTo(endpoints.triggersTopic()).uid(Uids.TRIGGERS_TOPIC_SINK).name("Triggers topic");
     }
     triggers.getSideOutput(FenceIndexOperator.DEAD_LETTERS)
         .union(locations.getSideOutput(ParseLocations.DEAD_LETTERS))
         .sinkTo(endpoints.deadLetters())
-        .uid(DEAD_LETTERS_SINK_UID)
+        .uid(Uids.DEAD_LETTERS_SINK)
         .name("geofence_dead_letters");
     triggers.getSideOutput(FenceIndexOperator.HYDRATION_EPISODES)
         .sinkTo(endpoints.hydrationHistory())
-        .uid(HYDRATION_SINK_UID)
+        .uid(Uids.HYDRATION_SINK)
         .name("hydration_history");
   }
 }

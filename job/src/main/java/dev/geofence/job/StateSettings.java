@@ -1,5 +1,6 @@
 package dev.geofence.job;
 
+import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.connectors.config.GeofenceOptions;
 import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;

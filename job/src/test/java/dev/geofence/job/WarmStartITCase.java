@@ -1,5 +1,6 @@
 package dev.geofence.job;
 
+import dev.geofence.job.operator.SavepointFiles;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;

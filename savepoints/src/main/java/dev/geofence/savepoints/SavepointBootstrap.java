@@ -3,7 +3,7 @@ package dev.geofence.savepoints;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.BucketRead;
-import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.operator.Uids;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -93,7 +93,7 @@ public final class SavepointBootstrap {
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setRuntimeMode(RuntimeExecutionMode.BATCH);
     SavepointWriter.newSavepoint(env, new HashMapStateBackend(), maxParallelism)
-        .withOperator(OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID),
+        .withOperator(OperatorIdentifier.forUid(Uids.FENCE_INDEX),
             OperatorTransformation.bootstrapWith(env.fromData(rows))
                 .keyBy(BootstrapRow::key, TypeInformation.of(FenceKey.class))
                 .transform(new FenceStateBootstrapper(geometryOptions, geometryFormat)))

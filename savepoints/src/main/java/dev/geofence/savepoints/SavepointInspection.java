@@ -1,10 +1,10 @@
 package dev.geofence.savepoints;
 
+import dev.geofence.job.operator.Uids;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.geofence.job.GeofenceJob;
-import dev.geofence.job.SavepointFiles;
+import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
@@ -20,6 +20,8 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
+import org.apache.flink.runtime.state.IncrementalKeyedStateHandle;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
 import org.apache.flink.state.api.OperatorIdentifier;
 import org.apache.flink.state.api.SavepointReader;
@@ -80,20 +82,25 @@ public final class SavepointInspection {
   static SavepointInspection read(String path, int parallelism, java.util.function.Consumer<FenceStateEntry> sink,
       PrintStream progress) throws Exception {
     boolean withGeometry = sink != null;
-    OperatorID fenceIndex = OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID).getOperatorId();
+    OperatorID fenceIndex = OperatorIdentifier.forUid(Uids.FENCE_INDEX).getOperatorId();
     OperatorState operator = SavepointFiles.check(path).getOperatorStates().stream()
         .filter(o -> o.getOperatorID().equals(fenceIndex)).findFirst()
         .orElseThrow(() -> new IllegalArgumentException("the savepoint at " + path + " holds no fence index (uid "
-            + GeofenceJob.FENCE_INDEX_UID + "): is it a savepoint of this job?"));
+            + Uids.FENCE_INDEX + "): is it a savepoint of this job?"));
     SavepointInspection inspection = new SavepointInspection(
         path, operator.getMaxParallelism(), parallelism > 0 ? parallelism : operator.getParallelism());
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setRuntimeMode(RuntimeExecutionMode.BATCH);
-    SavepointReader reader = SavepointReader.read(env, path, new HashMapStateBackend());
+    // A native savepoint of RocksDB holds RocksDB's own files, which only that backend reads; a
+    // canonical savepoint (or a heap backend's native one) is Flink's own format, which any reads.
+    boolean rocksDbFiles = operator.getSubtaskStates().values().stream().flatMap(s -> s.getManagedKeyedState().stream())
+        .anyMatch(IncrementalKeyedStateHandle.class::isInstance);
+    SavepointReader reader =
+        SavepointReader.read(env, path, rocksDbFiles ? new EmbeddedRocksDBStateBackend() : new HashMapStateBackend());
     FenceChecksum checksum = new FenceChecksum();
     Progress read = progress == null ? null : new Progress(progress, "read " + path + ", state entries", -1);
     try (CloseableIterator<FenceStateEntry> entries = reader.readKeyedState(
-            OperatorIdentifier.forUid(GeofenceJob.FENCE_INDEX_UID), new FenceStateReader(inspection.maxParallelism, withGeometry),
+            OperatorIdentifier.forUid(Uids.FENCE_INDEX), new FenceStateReader(inspection.maxParallelism, withGeometry),
             TypeInformation.of(FenceKey.class), TypeInformation.of(FenceStateEntry.class))
         .executeAndCollect("inspect " + path)) {
       while (entries.hasNext()) {

@@ -1,5 +1,6 @@
 package dev.geofence.job.cli;
 
+import dev.geofence.job.operator.Uids;
 import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.config.CommandLine;
 import dev.geofence.connectors.config.Flag;
@@ -16,7 +17,7 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
-import dev.geofence.job.SavepointFiles;
+import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.StateSettings;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -333,7 +334,7 @@ public final class GeofenceCommand {
       return LocationSources.kafka(topic[0], topic[1], kafkaGroup);
     }
     if (spec.startsWith("generator:")) {
-      long restoredAt = restored == null ? -1 : generatorPosition(SavepointFiles.readerSplits(restored, GeofenceJob.LOCATION_SOURCE_UID));
+      long restoredAt = restored == null ? -1 : generatorPosition(SavepointFiles.readerSplits(restored, Uids.LOCATION_SOURCE));
       MovingObjects.Lines lines = generator(spec.substring(10), System.currentTimeMillis(), restoredAt);
       LOG.info("The generator's timeline starts at {} (start={}){}", Instant.ofEpochMilli(lines.objects().startMillis()),
           lines.objects().startMillis(), restoredAt < 0 ? "" : ", so that location " + restoredAt + ", where the savepoint left it,"

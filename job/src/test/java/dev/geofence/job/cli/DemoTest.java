@@ -1,5 +1,6 @@
 package dev.geofence.job.cli;
 
+import dev.geofence.job.operator.Uids;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.ByteArrayOutputStream;
@@ -9,8 +10,7 @@ import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import dev.geofence.connectors.location.MovingObjects;
-import dev.geofence.job.GeofenceJob;
-import dev.geofence.job.SavepointFiles;
+import dev.geofence.job.operator.SavepointFiles;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -46,7 +46,7 @@ class DemoTest {
     assertThat(savepoint).as("the savepoint a next demo restores from").isNotNull();
     // The generator's position in it, from which the next run stamps on the wall clock.
     long position = GeofenceCommand.generatorPosition(
-        SavepointFiles.readerSplits(SavepointFiles.check(savepoint.toString()), GeofenceJob.LOCATION_SOURCE_UID));
+        SavepointFiles.readerSplits(SavepointFiles.check(savepoint.toString()), Uids.LOCATION_SOURCE));
     assertThat(position).as("locations the first run's generator emitted").isGreaterThan(50L * 10);
     long now = System.currentTimeMillis();
     MovingObjects.Lines restored = GeofenceCommand.generator("50", now, position);

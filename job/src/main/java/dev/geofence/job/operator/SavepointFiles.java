@@ -1,4 +1,4 @@
-package dev.geofence.job;
+package dev.geofence.job.operator;
 
 import java.io.DataInputStream;
 import java.io.EOFException;
