@@ -15,23 +15,20 @@ import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
-import dev.geofence.state.ledger.BucketFingerprint;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.ledger.LedgerStore;
-import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.Schedule;
-import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.lang.management.ManagementFactory;
+import java.lang.reflect.Proxy;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.SplittableRandom;
 
@@ -201,7 +198,7 @@ public final class LocationPathBenchmark {
       if (!readiness.ready()) {
         throw new IllegalStateException("the index does not prove itself complete: " + readiness.phase());
       }
-      FenceLedger ledger = new FenceLedger(set, fingerprints, schedule, NO_EDITS, clock, NOTHING_TOLD);
+      FenceLedger ledger = new FenceLedger(set, fingerprints, schedule, (LedgerStore) NO_EDITS, clock, (FenceLedger.Listener) NO_EDITS);
       Admission admission = new Admission(LocationTimePolicy.defaults(), letter -> {
         throw new IllegalStateException("a fleet location refused: " + letter.reason);
       });
@@ -272,67 +269,18 @@ public final class LocationPathBenchmark {
     }
   };
 
-  /** What the ledger tells its owner: of edits only, of which this benchmark has none. */
-  private static final FenceLedger.Listener NOTHING_TOLD = new FenceLedger.Listener() {
-    @Override
-    public void gap(String reason) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void exitMembers(String fenceId, long deletedAt, long seq) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void fingerprint(int bucket, Long commitTime) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-  };
-
-  /** The ledger's store: this benchmark has no edits, so nothing is ever written. */
-  private static final LedgerStore NO_EDITS = new LedgerStore() {
-    @Override
-    public void fence(String fenceId, StoredFence version) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void removeFence(String fenceId) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public String storedTenant(String fenceId) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void fingerprint(BucketFingerprint fingerprint) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void keepVersion(String fenceId, long until, StoredFence version) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void forgetVersionsUpTo(String fenceId, long horizon) {}
-
-    @Override
-    public void flush() {}
-
-    @Override
-    public void queued(String key, List<Queued> changes) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-
-    @Override
-    public void waitingExits(String fenceId, Map<Long, Long> exits) {
-      throw new IllegalStateException("no edits in this benchmark");
-    }
-  };
+  /**
+   * The ledger's store and listener: this benchmark has no edits, so neither is ever called but
+   * to flush (and a call of anything else fails it).
+   */
+  private static final Object NO_EDITS = Proxy.newProxyInstance(LocationPathBenchmark.class.getClassLoader(),
+      new Class<?>[] {LedgerStore.class, FenceLedger.Listener.class}, (proxy, method, args) -> switch (method.getName()) {
+        case "flush" -> null;
+        case "toString" -> "no edits";
+        case "hashCode" -> 0;
+        case "equals" -> proxy == args[0];
+        default -> throw new IllegalStateException("no edits in this benchmark, yet the ledger called " + method.getName());
+      });
 
   /**
    * The order locations reach an index subtask from {@code channels} parse subtasks: the source's

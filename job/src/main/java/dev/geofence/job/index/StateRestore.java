@@ -22,31 +22,11 @@ import org.apache.flink.runtime.state.KeyGroupRange;
  * into the readiness, the members into the evaluation, the superseded versions and what waited for
  * the clock into the ledger.
  */
-final class StateRestore {
+record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readiness, EventClock clock, Evaluation evaluation,
+    WarmUp warmUp, HydrationRecorder recorder, EditDecoder decoder) {
 
   /** A fence read back, with the bucket it was stored in. */
   private record Read(int bucket, String fenceId, StoredFence stored) {}
-
-  private final FenceIndexState keyed;
-  private final FenceLedger ledger;
-  private final Readiness readiness;
-  private final EventClock clock;
-  private final Evaluation evaluation;
-  private final WarmUp warmUp;
-  private final HydrationRecorder recorder;
-  private final EditDecoder decoder;
-
-  StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readiness, EventClock clock, Evaluation evaluation,
-      WarmUp warmUp, HydrationRecorder recorder, EditDecoder decoder) {
-    this.keyed = keyed;
-    this.ledger = ledger;
-    this.readiness = readiness;
-    this.clock = clock;
-    this.evaluation = evaluation;
-    this.warmUp = warmUp;
-    this.recorder = recorder;
-    this.decoder = decoder;
-  }
 
   /**
    * Reads everything the keyed state of these key groups holds ({@code restored}: there is any),

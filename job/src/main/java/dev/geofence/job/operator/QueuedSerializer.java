@@ -1,7 +1,6 @@
 package dev.geofence.job.operator;
 
 import dev.geofence.state.edit.EditOrigin;
-import dev.geofence.state.ledger.BucketFingerprint;
 import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.StoredFence;
 import java.io.IOException;
@@ -19,10 +18,10 @@ import org.apache.flink.core.memory.DataOutputView;
  * message naming it (queued changes are few and seconds old: nothing to rebuild around).
  *
  * <p>Format 1: version, 0 and the fence's id and its version as {@link StoredFenceSerializer}
- * writes it (an edit of the stream), or 1 and a fingerprint's bucket (int), count, checksum,
- * version, LSN and commit time (longs).
+ * writes it (an edit of the stream), or 1 and a fingerprint's fields as {@link
+ * StoredStateSerializers.FingerprintSerializer} writes them after its version byte.
  */
-public final class QueuedSerializer extends TypeSerializer<Queued> {
+public final class QueuedSerializer extends VersionedSerializer<Queued> {
 
   private static final long serialVersionUID = 1L;
 
@@ -35,9 +34,8 @@ public final class QueuedSerializer extends TypeSerializer<Queued> {
   /** The edits' versions: a serializer of its own per instance, as it buffers. */
   private final StoredFenceSerializer fences = (StoredFenceSerializer) StoredFenceSerializer.INSTANCE.duplicate();
 
-  @Override
-  public boolean isImmutableType() {
-    return true;
+  public QueuedSerializer() {
+    super("queued edit", FORMAT_VERSION);
   }
 
   @Override
@@ -46,51 +44,19 @@ public final class QueuedSerializer extends TypeSerializer<Queued> {
   }
 
   @Override
-  public Queued createInstance() {
-    return null;
-  }
-
-  @Override
-  public Queued copy(Queued from) {
-    return from;
-  }
-
-  @Override
-  public Queued copy(Queued from, Queued reuse) {
-    return from;
-  }
-
-  @Override
-  public int getLength() {
-    return -1;
-  }
-
-  @Override
-  public void serialize(Queued change, DataOutputView out) throws IOException {
-    out.writeByte(FORMAT_VERSION);
+  void write(Queued change, DataOutputView out) throws IOException {
     if (change.edit() != null) {
       out.writeByte(EDIT);
       out.writeUTF(change.edit().fenceId());
       fences.serialize(StoredFence.of(change.edit()), out);
     } else {
-      BucketFingerprint f = change.fingerprint();
       out.writeByte(FINGERPRINT);
-      out.writeInt(f.bucket());
-      out.writeLong(f.fenceCount());
-      out.writeLong(f.checksum());
-      out.writeLong(f.version());
-      out.writeLong(f.lsn());
-      out.writeLong(f.commitTime());
+      StoredStateSerializers.FingerprintSerializer.INSTANCE.write(change.fingerprint(), out);
     }
   }
 
   @Override
-  public Queued deserialize(DataInputView in) throws IOException {
-    int version = in.readByte();
-    if (version != FORMAT_VERSION) {
-      throw new IOException("a queued edit in the fence index's state is of format " + version
-          + ", this release reads format " + FORMAT_VERSION);
-    }
+  Queued read(DataInputView in) throws IOException {
     if (in.readByte() == EDIT) {
       String fenceId = in.readUTF();
       StoredFence stored = fences.deserialize(in);
@@ -99,27 +65,7 @@ public final class QueuedSerializer extends TypeSerializer<Queued> {
       }
       return Queued.of(stored.asEdit(fenceId, EditOrigin.STREAM));
     }
-    return Queued.of(new BucketFingerprint(in.readInt(), in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong()));
-  }
-
-  @Override
-  public Queued deserialize(Queued reuse, DataInputView in) throws IOException {
-    return deserialize(in);
-  }
-
-  @Override
-  public void copy(DataInputView source, DataOutputView target) throws IOException {
-    serialize(deserialize(source), target);
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    return o instanceof QueuedSerializer;
-  }
-
-  @Override
-  public int hashCode() {
-    return QueuedSerializer.class.hashCode();
+    return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(in));
   }
 
   @Override

@@ -5,7 +5,6 @@ import dev.geofence.state.readiness.StreamPosition;
 import java.io.IOException;
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
-import org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton;
 import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 
@@ -26,81 +25,15 @@ public final class StoredStateSerializers {
 
   private StoredStateSerializers() {}
 
-  private abstract static class Versioned<T> extends TypeSerializerSingleton<T> {
-
-    private static final long serialVersionUID = 1L;
-
-    private final String what;
-
-    Versioned(String what) {
-      this.what = what;
-    }
-
-    @Override
-    public boolean isImmutableType() {
-      return true;
-    }
-
-    @Override
-    public T createInstance() {
-      return null;
-    }
-
-    @Override
-    public T copy(T from) {
-      return from;
-    }
-
-    @Override
-    public T copy(T from, T reuse) {
-      return from;
-    }
-
-    @Override
-    public int getLength() {
-      return -1;
-    }
-
-    @Override
-    public void serialize(T value, DataOutputView out) throws IOException {
-      out.writeByte(FORMAT_VERSION);
-      write(value, out);
-    }
-
-    @Override
-    public T deserialize(DataInputView in) throws IOException {
-      int version = in.readByte();
-      if (version != FORMAT_VERSION) {
-        throw new IOException("a " + what + " in the fence index's state is of format " + version
-            + ", this release reads format " + FORMAT_VERSION);
-      }
-      return read(in);
-    }
-
-    @Override
-    public T deserialize(T reuse, DataInputView in) throws IOException {
-      return deserialize(in);
-    }
-
-    @Override
-    public void copy(DataInputView source, DataOutputView target) throws IOException {
-      serialize(deserialize(source), target);
-    }
-
-    abstract void write(T value, DataOutputView out) throws IOException;
-
-    abstract T read(DataInputView in) throws IOException;
-  }
-
   /** Of {@link BucketFingerprint}. */
-  public static final class FingerprintSerializer extends Versioned<BucketFingerprint> {
+  public static final class FingerprintSerializer extends VersionedSerializer<BucketFingerprint> {
 
     private static final long serialVersionUID = 1L;
 
     public static final FingerprintSerializer INSTANCE = new FingerprintSerializer();
 
     private FingerprintSerializer() {
-      super("bucket fingerprint");
+      super("bucket fingerprint", FORMAT_VERSION);
     }
 
     @Override
@@ -132,14 +65,14 @@ public final class StoredStateSerializers {
   }
 
   /** Of {@link StreamPosition}. */
-  public static final class PositionSerializer extends Versioned<StreamPosition> {
+  public static final class PositionSerializer extends VersionedSerializer<StreamPosition> {
 
     private static final long serialVersionUID = 1L;
 
     public static final PositionSerializer INSTANCE = new PositionSerializer();
 
     private PositionSerializer() {
-      super("stream position");
+      super("stream position", FORMAT_VERSION);
     }
 
     @Override

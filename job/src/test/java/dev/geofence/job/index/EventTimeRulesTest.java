@@ -48,10 +48,8 @@ class EventTimeRulesTest {
     OperatorSubtaskState snapshot;
     try (var harness = harness(backend)) {
       harness.open();
-      squareThenFarSquare(harness);
-      watermark(harness, 4000);
+      squareThenFarSquareUntil4000(harness);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=1500");
-      assertThat(operator(harness).view().historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
       snapshot = harness.snapshot(1, 4000);
     }
     try (var harness = harness(backend)) {
@@ -76,20 +74,20 @@ class EventTimeRulesTest {
       harness.processElement2(location("o2", 2600, 25, 25), 2600);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder(
           "ENTER o2 a@1 t=2000", "EXIT o1 a@1 t=2500", "ENTER o5 a@2 t=3500", "EXIT o2 a@3 t=5000", "EXIT o5 a@3 t=5000");
-      assertThat(operator(harness).view().lateLocations()).isEqualTo(7);
+      assertThat(FenceIndexOperatorTest.view(harness).lateLocations()).isEqualTo(7);
 
       // The clock prunes each version once no admitted location can be older than its end.
-      assertThat(operator(harness).view().historyVersions()).isEqualTo(3);
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).isEqualTo(3);
       watermark(harness, 3000 + LATENESS);
-      assertThat(operator(harness).view().historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("the versions that ended at 1000 and 3000 are gone").isEqualTo(1);
       watermark(harness, 5000 + LATENESS);
-      assertThat(operator(harness).view().historyVersions()).isZero();
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).isZero();
       assertThat(harness.numEventTimeTimers()).isZero();
       OperatorSubtaskState pruned = harness.snapshot(2, 5000 + LATENESS);
       try (var restored = harness(backend)) {
         restored.initializeState(pruned);
         restored.open();
-        assertThat(operator(restored).view().historyVersions()).as("pruned in keyed state too").isZero();
+        assertThat(FenceIndexOperatorTest.view(restored).historyVersions()).as("pruned in keyed state too").isZero();
       }
     }
   }
@@ -106,11 +104,9 @@ class EventTimeRulesTest {
     OperatorSubtaskState kept;
     try (var harness = harness(backend)) {
       harness.open();
-      squareThenFarSquare(harness);
-      watermark(harness, 4000);
-      assertThat(operator(harness).view().historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+      squareThenFarSquareUntil4000(harness);
       watermark(harness, 1000 + LATENESS);
-      assertThat(operator(harness).view().historyVersions()).as("the void before 1000, pruned in memory").isEqualTo(1);
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("the void before 1000, pruned in memory").isEqualTo(1);
       kept = harness.snapshot(1, 1000 + LATENESS);
       assertThat(harness.numEventTimeTimers()).isZero();
     }
@@ -118,21 +114,21 @@ class EventTimeRulesTest {
     try (var harness = harness(backend)) {
       harness.initializeState(kept);
       harness.open();
-      assertThat(operator(harness).view().historyVersions()).as("only the square was written").isEqualTo(1);
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("only the square was written").isEqualTo(1);
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.live.put("a", 2L);
       source.sendAllBuckets();
       harness.processElement2(location("o2", 2000, 5, 5), 2000);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o2 a@1 t=2000");
       watermark(harness, 3000 + LATENESS);
-      assertThat(operator(harness).view().historyVersions()).as("the restored square, pruned in memory").isZero();
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("the restored square, pruned in memory").isZero();
       pruned = harness.snapshot(2, 3000 + LATENESS);
       assertThat(harness.numEventTimeTimers()).isZero();
     }
     try (var harness = harness(backend)) {
       harness.initializeState(pruned);
       harness.open();
-      assertThat(operator(harness).view().historyVersions()).as("removed from keyed state at the checkpoint").isZero();
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("removed from keyed state at the checkpoint").isZero();
     }
   }
 
@@ -152,7 +148,7 @@ class EventTimeRulesTest {
       assertThat(letters).extracting(DeadLetter::toString)
           .containsExactly("ERROR location o2@0 LATE: more than the allowed lateness of 60000 ms behind the fence index's clock at 1970-01-01T00:16:40Z");
       assertThat(letters.get(0).eventTime).isEqualTo(clock - LATENESS - 1);
-      assertThat(operator(harness).view().tooLateLocations()).isEqualTo(1);
+      assertThat(FenceIndexOperatorTest.view(harness).tooLateLocations()).isEqualTo(1);
     }
   }
 
@@ -170,11 +166,11 @@ class EventTimeRulesTest {
       source.send(upsert("a", 2, FAR_SQUARE, false, 3000));
       watermark(harness, 3000 + 3 * LATENESS);
       assertThat(triggers(harness)).as("not ready: every bucket's fingerprint is still missing").isEmpty();
-      assertThat(operator(harness).view().historyVersions()).as("the square, which o1 at 2000 needs; not the void before it").isEqualTo(1);
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("the square, which o1 at 2000 needs; not the void before it").isEqualTo(1);
       source.sendAllBuckets();
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=2000");
       watermark(harness, 3000 + 5 * LATENESS);
-      assertThat(operator(harness).view().historyVersions()).isZero();
+      assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).isZero();
     }
   }
 
@@ -218,7 +214,7 @@ class EventTimeRulesTest {
         assertThat(letters).extracting(l -> l.reason + " " + l.key + " " + l.eventTime).containsExactly("OUT_OF_ORDER o1 900");
         assertThat(letters.get(0).detail).isEqualTo("older than the location of 1970-01-01T00:00:01Z already evaluated for this object,"
             + " whose presence only moves forward in its own event time");
-        assertThat(operator(harness).view().outOfOrderLocations()).isEqualTo(1);
+        assertThat(FenceIndexOperatorTest.view(harness).outOfOrderLocations()).isEqualTo(1);
         parts[subtask] = harness.snapshot(1, 2000);
       }
     }
@@ -306,6 +302,14 @@ class EventTimeRulesTest {
       harness.open();
       assertThat(said).as("the six restored held locations: full").containsExactly(true);
     }
+  }
+
+  /** {@link #squareThenFarSquare} with the clock at 4000: two versions in the history. */
+  private static void squareThenFarSquareUntil4000(
+      KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness) throws Exception {
+    squareThenFarSquare(harness);
+    watermark(harness, 4000);
+    assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
   }
 
   private static FenceIndexOperator operator(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {

@@ -65,7 +65,7 @@ class FenceIndexOperatorTest {
       watermark(harness, 4000);
       assertThat(triggers(harness)).extracting(Object::toString)
           .endsWith("ENTER o2 a@2 t=3100", "EXIT o2 a@3 t=3200");
-      assertThat(((FenceIndexOperator) harness.getOperator()).view().fences().isLive("a")).isFalse();
+      assertThat(view(harness).fences().isLive("a")).isFalse();
     }
   }
 
@@ -74,26 +74,25 @@ class FenceIndexOperatorTest {
     try (var harness = harness(1, 0)) {
       harness.open();
       Source source = new Source(harness);
-      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
       source.send(upsert("a", 1, SQUARE, true, 0));
       source.sendAllBuckets();
       // The locations have got to 1000, the fence stream's clock not at all: a catch-up's backlog.
       harness.processWatermark2(new Watermark(1000));
       source.send(upsert("a", 2, FAR_SQUARE, false, 500));
-      assertThat(operator.view().fences().seqOf("a")).as("applied at once: no location to come is older").isEqualTo(2);
+      assertThat(view(harness).fences().seqOf("a")).as("applied at once: no location to come is older").isEqualTo(2);
       // A held location at 1100: the edit of 1200 must wait until it is evaluated.
       harness.processElement2(location("o1", 1100, 25, 25), 1100);
       harness.processWatermark2(new Watermark(2000));
       source.send(upsert("a", 3, SQUARE, false, 1200));
-      assertThat(operator.view().fences().seqOf("a")).as("queued behind the held location").isEqualTo(2);
+      assertThat(view(harness).fences().seqOf("a")).as("queued behind the held location").isEqualTo(2);
       watermark(harness, 1150);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@2 t=1100");
       // Nothing held now, but an edit of a fence with one queued waits behind it.
       source.send(upsert("a", 4, FAR_SQUARE, false, 1250));
-      assertThat(operator.view().fences().seqOf("a")).isEqualTo(2);
+      assertThat(view(harness).fences().seqOf("a")).isEqualTo(2);
       watermark(harness, 3000);
-      assertThat(operator.view().fences().seqOf("a")).isEqualTo(4);
-      assertThat(operator.view().fences().staleCount()).as("both applied in order, none stale").isZero();
+      assertThat(view(harness).fences().seqOf("a")).isEqualTo(4);
+      assertThat(view(harness).fences().staleCount()).as("both applied in order, none stale").isZero();
     }
   }
 
@@ -113,7 +112,7 @@ class FenceIndexOperatorTest {
       source.sendAllBuckets();
       source.live.remove("c");
       assertThat(triggers(harness)).isEmpty();
-      assertThat(((FenceIndexOperator) harness.getOperator()).view().fences().liveCount()).isEqualTo(2);
+      assertThat(view(harness).fences().liveCount()).isEqualTo(2);
       // The fingerprint of that bucket corrected: every held location is evaluated, in order.
       source.sendBucket(FenceBuckets.of("c"), true, 0);
       assertThat(triggers(harness)).extracting(Object::toString).containsExactly(
@@ -149,7 +148,7 @@ class FenceIndexOperatorTest {
       harness.processElement2(location("leaves", 500, 25, 25), 500);
       source.send(delete("a", 2, 800));
       watermark(harness, 1000);
-      assertThat(((FenceIndexOperator) harness.getOperator()).view().fences().isLive("a")).as("applied: readiness needs it").isFalse();
+      assertThat(view(harness).fences().isLive("a")).as("applied: readiness needs it").isFalse();
       triggers(harness).forEach(t -> before.add(t.toString()));
       assertThat(before).as("held, and the delete's EXITs wait for them").containsExactly("ENTER stays a@1 t=100", "ENTER leaves a@1 t=100");
       snapshot = harness.snapshot(1, 1000);
@@ -198,7 +197,7 @@ class FenceIndexOperatorTest {
       harness.processElement2(location("o1", 300, 5, 5), 300);
       watermark(harness, 400);
       assertThat(triggers(harness)).as("no EXIT from a stream that lost an edit").hasSize(1);
-      assertThat(((FenceIndexOperator) harness.getOperator()).view().fences().gapCount()).isEqualTo(1);
+      assertThat(view(harness).fences().gapCount()).isEqualTo(1);
       snapshot = harness.snapshot(1, 400);
     }
     try (var harness = harness(1, 0)) {
@@ -224,9 +223,8 @@ class FenceIndexOperatorTest {
     }
     try (var harness = harness(1, 0)) {
       harness.initializeState(snapshot);
-      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-      assertThat(operator.view().fences().index().size()).isEqualTo(2);
-      assertThat(operator.view().fences().index().needsPacking()).as("packed by the restore").isFalse();
+      assertThat(view(harness).fences().index().size()).isEqualTo(2);
+      assertThat(view(harness).fences().index().needsPacking()).as("packed by the restore").isFalse();
     }
   }
 
@@ -235,7 +233,6 @@ class FenceIndexOperatorTest {
     try (var harness = harness(1, 0)) {
       harness.open();
       Source source = new Source(harness);
-      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
       source.send(upsert("a", 1, SQUARE, true, 0));
       source.sendAllBuckets();
       harness.processElement2(location("o1", 100, 5, 5), 100);
@@ -250,8 +247,8 @@ class FenceIndexOperatorTest {
       watermark(harness, 400);
       assertThat(triggers(harness)).extracting(Object::toString)
           .containsExactly("ENTER o1 a@1 t=100", "EXIT o1 a@5 t=230", "ENTER o1 a@6 t=300");
-      assertThat(operator.view().fences().coalescedAwayCount()).as("seqs 2 to 4 folded into the delete").isEqualTo(3);
-      assertThat(operator.view().fences().gapCount()).isZero();
+      assertThat(view(harness).fences().coalescedAwayCount()).as("seqs 2 to 4 folded into the delete").isEqualTo(3);
+      assertThat(view(harness).fences().gapCount()).isZero();
     }
   }
 
@@ -275,7 +272,7 @@ class FenceIndexOperatorTest {
       assertThat(letters).extracting(d -> d.key + " " + d.severity + " " + d.reason)
           .containsExactlyInAnyOrder("bad ERROR UNPARSEABLE", "tie WARNING REPAIRED");
       // The refused fence still consumed its seq: its next edit is no gap.
-      assertThat(((FenceIndexOperator) harness.getOperator()).view().fences().seqOf("bad")).isEqualTo(1);
+      assertThat(view(harness).fences().seqOf("bad")).isEqualTo(1);
     }
   }
 
@@ -288,11 +285,10 @@ class FenceIndexOperatorTest {
       // Bytes that do not parse: decoded, they would be a dead letter.
       source.send(rawUpsert("a", 2, new byte[] {1, 3, 0}));
       source.send(rawUpsert("a", 1, new byte[] {1, 3, 0}));
-      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-      assertThat(operator.view().fences().duplicateCount()).isEqualTo(1);
-      assertThat(operator.view().fences().staleCount()).isEqualTo(1);
+      assertThat(view(harness).fences().duplicateCount()).isEqualTo(1);
+      assertThat(view(harness).fences().staleCount()).isEqualTo(1);
       assertThat(harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS)).as("no dead letter: nothing was decoded").isNull();
-      assertThat(operator.view().fences().index().get("a")).as("the stored version stays").isNotNull();
+      assertThat(view(harness).fences().index().get("a")).as("the stored version stays").isNotNull();
     }
   }
 
@@ -319,7 +315,7 @@ class FenceIndexOperatorTest {
     int fences = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
       try (var harness = restoredAsOneOfTwo(snapshot, subtask, backend)) {
-        int held = ((FenceIndexOperator) harness.getOperator()).view().fences().index().size();
+        int held = view(harness).fences().index().size();
         fences += held;
         // The clock was restored (100): an older location is late and evaluated at once.
         harness.processElement2(location("o2", 50, 5, 5), 50);
@@ -360,9 +356,8 @@ class FenceIndexOperatorTest {
     int fences = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
       try (var harness = restoredAsOneOfTwo(snapshot, subtask, backend)) {
-        FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-        assertThat(operator.view().phase()).as("the moved fences match the fingerprints").isEqualTo(LoadPhase.READY);
-        fences += operator.view().movedFromPerFenceLayout();
+        assertThat(view(harness).phase()).as("the moved fences match the fingerprints").isEqualTo(LoadPhase.READY);
+        fences += view(harness).movedFromPerFenceLayout();
         // Still inside: no second ENTER for the objects the savepoint held.
         harness.processElement2(location("o1", 160, 5, 5), 160);
         harness.processElement2(location("o2", 160, 5, 5), 160);
@@ -377,10 +372,9 @@ class FenceIndexOperatorTest {
       try (var harness = harness(2, subtask, backend)) {
         harness.initializeState(moved.get(subtask));
         harness.open();
-        FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-        assertThat(operator.view().movedFromPerFenceLayout()).as("nothing left in the per-fence layout").isZero();
-        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
-        fences -= operator.view().fences().index().size();
+        assertThat(view(harness).movedFromPerFenceLayout()).as("nothing left in the per-fence layout").isZero();
+        assertThat(view(harness).phase()).isEqualTo(LoadPhase.READY);
+        fences -= view(harness).fences().index().size();
       }
     }
     assertThat(fences).as("the 29 live fences, not the tombstone of f4").isEqualTo(1);
@@ -465,6 +459,11 @@ class FenceIndexOperatorTest {
       harness.setStateBackend(new EmbeddedRocksDBStateBackend());
     }
     return harness;
+  }
+
+  /** What the test may see of the harness's operator as it is now. */
+  static FenceIndexOperator.View view(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
+    return ((FenceIndexOperator) h.getOperator()).view();
   }
 
   static void watermark(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h, long t)

@@ -129,10 +129,9 @@ class LocationBatchOracleTest {
         DeadLetter d = r.getValue();
         deadLetters.add(d.reason + " " + d.key + " " + d.eventTime + " " + d.detail + " " + d.payload);
       }
-      FenceIndexOperator operator = (FenceIndexOperator) harness.getOperator();
-      late += operator.view().lateLocations();
-      outOfOrder += operator.view().outOfOrderLocations();
-      tooLate += operator.view().tooLateLocations();
+      late += FenceIndexOperatorTest.view(harness).lateLocations();
+      outOfOrder += FenceIndexOperatorTest.view(harness).outOfOrderLocations();
+      tooLate += FenceIndexOperatorTest.view(harness).tooLateLocations();
     }
 
     void send(FenceChange change) throws Exception {

@@ -9,63 +9,26 @@ import dev.geofence.state.geom.FenceGeometry;
  * A fence's durable state, which the {@link LedgerStore} keeps: its stored version (live or
  * tombstone), the geometry in force (null for a tombstone, or for a fence whose only versions were
  * refused), its tenant, and where in the source's history it was last changed. The in-memory
- * ledger is rebuilt from these on every restore. Also a superseded version of the history. Serialized by the job's state layout, which versions its format.
+ * ledger is rebuilt from these on every restore. Also a superseded version of the history.
+ * Serialized by the job's state layout, which versions its format.
+ *
+ * @param seq the stored version: of the live fence, or of its delete
+ * @param deleted a tombstone: the fence's last edit was a delete
+ * @param geometry the geometry in force, or null (a tombstone, or only refused versions so far)
+ * @param commitLsn the LSN of the edit stored; 0 for a read of the source
+ * @param commitTime the commit time of the edit stored; 0 for a read of the source
  */
-public final class StoredFence {
+public record StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
 
   /**
    * A value of a format this release cannot read (the layout reads no other): the restored
-   * fences cannot be used, and the index is rebuilt from the source.
+   * fences cannot be used, and the index is rebuilt from the source. Told apart by identity.
    */
   public static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, 0, 0);
-
-  private final long seq;
-  private final boolean deleted;
-  private final FenceGeometry geometry;
-  private final String tenant;
-  private final long commitLsn;
-  private final long commitTime;
-
-  public StoredFence(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
-    this.seq = seq;
-    this.deleted = deleted;
-    this.geometry = geometry;
-    this.tenant = tenant;
-    this.commitLsn = commitLsn;
-    this.commitTime = commitTime;
-  }
 
   /** A fence as a bootstrap writes it: live with its geometry (null if refused), or a tombstone. */
   public static StoredFence of(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitTime) {
     return new StoredFence(seq, deleted, geometry, tenant, 0, commitTime);
-  }
-
-  /** The stored version: of the live fence, or of its delete. */
-  public long seq() {
-    return seq;
-  }
-
-  /** A tombstone: the fence's last edit was a delete. */
-  public boolean deleted() {
-    return deleted;
-  }
-
-  /** The geometry in force, or null (a tombstone, or only refused versions so far). */
-  public FenceGeometry geometry() {
-    return geometry;
-  }
-
-  public String tenant() {
-    return tenant;
-  }
-
-  /** The LSN and commit time of the edit stored; 0 for a snapshot read. */
-  public long commitLsn() {
-    return commitLsn;
-  }
-
-  public long commitTime() {
-    return commitTime;
   }
 
   /** Of a format this release cannot read: a restore rebuilds the index without it. */

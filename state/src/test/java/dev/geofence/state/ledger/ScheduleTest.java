@@ -14,11 +14,7 @@ class ScheduleTest {
 
   @Test
   void aFencesQueuedEditsAreTakenUpToATimeAndTheLaterOnesStayQueued() {
-    Schedule schedule = new Schedule();
-    schedule.queue(edit("a", 1, 100));
-    schedule.queue(edit("a", 2, 200));
-    schedule.queue(edit("a", 3, 300));
-    schedule.queue(edit("b", 1, 150));
+    Schedule schedule = queued(edit("a", 1, 100), edit("a", 2, 200), edit("a", 3, 300), edit("b", 1, 150));
 
     assertThat(schedule.takeEdits("a", 200)).extracting(q -> q.edit().seq()).containsExactly(1L, 2L);
     assertThat(schedule.takeEdits("a", 250)).isEmpty();
@@ -39,10 +35,7 @@ class ScheduleTest {
   /** Entries come out by time, then by arrival; a key counts as having edits until its last entry is polled. */
   @Test
   void entriesAreDueByTimeThenArrival() {
-    Schedule schedule = new Schedule();
-    schedule.queue(edit("a", 1, 300));
-    schedule.queue(edit("b", 1, 100));
-    schedule.queue(edit("c", 1, 100));
+    Schedule schedule = queued(edit("a", 1, 300), edit("b", 1, 100), edit("c", 1, 100));
     List<String> order = new ArrayList<>();
     while (schedule.peekEdit() != null) {
       order.add(schedule.peekEdit().key());
@@ -81,6 +74,15 @@ class ScheduleTest {
     schedule.checkpoint(store);
     assertThat(store.queued.get("a")).extracting(q -> q.edit().seq()).containsExactly(2L);
     assertThat(store.exits).isEqualTo(Map.of("d", Map.of()));
+  }
+
+  /** A schedule with {@code changes} queued, in this order. */
+  private static Schedule queued(Queued... changes) {
+    Schedule schedule = new Schedule();
+    for (Queued change : changes) {
+      schedule.queue(change);
+    }
+    return schedule;
   }
 
   private static Queued edit(String id, long seq, long commitTime) {
