@@ -4,7 +4,7 @@ import static dev.geofence.docker.FreshMachine.freePort;
 import static dev.geofence.docker.FreshMachine.strings;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.job.Waiting;
+import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.readiness.LoadPhase;
 import java.io.File;
 import java.io.IOException;

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.index.FenceIndexMetrics;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.net.http.HttpClient;
 import dev.geofence.state.checksum.FenceBuckets;
 import java.sql.Statement;

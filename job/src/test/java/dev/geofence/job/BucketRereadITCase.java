@@ -3,6 +3,8 @@ package dev.geofence.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.job.index.FenceIndexMetrics;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.checksum.FenceBuckets;
 import java.sql.Statement;
 import java.util.List;

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

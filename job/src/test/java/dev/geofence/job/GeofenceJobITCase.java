@@ -6,6 +6,8 @@ import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.cli.GeofenceCommand;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;

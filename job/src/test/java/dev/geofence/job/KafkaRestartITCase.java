@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.sink.KafkaOutputs;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Set;

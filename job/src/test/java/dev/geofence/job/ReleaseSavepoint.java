@@ -1,5 +1,6 @@
 package dev.geofence.job;
 
+import dev.geofence.job.testing.EndToEndFixture;
 import java.io.IOException;
 import java.io.Reader;
 import java.io.Writer;

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.location.LocationJson;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;

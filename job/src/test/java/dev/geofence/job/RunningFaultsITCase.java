@@ -2,6 +2,9 @@ package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.TcpProxy;
+import dev.geofence.job.testing.Waiting;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;

@@ -3,6 +3,8 @@ package dev.geofence.job;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;

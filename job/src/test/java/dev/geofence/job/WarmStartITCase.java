@@ -5,6 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.TcpProxy;
+import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.readiness.Lsn;
 import java.net.URI;
 import java.net.http.HttpClient;

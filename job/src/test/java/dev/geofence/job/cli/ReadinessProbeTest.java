@@ -2,7 +2,7 @@ package dev.geofence.job.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.geofence.job.Waiting;
+import dev.geofence.job.testing.Waiting;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.net.ServerSocket;

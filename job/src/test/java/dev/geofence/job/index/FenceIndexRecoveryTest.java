@@ -15,7 +15,7 @@ import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
-import dev.geofence.job.Waiting;
+import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.checksum.FenceBuckets;

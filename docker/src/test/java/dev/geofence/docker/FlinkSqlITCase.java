@@ -1,10 +1,12 @@
-package dev.geofence.job;
+package dev.geofence.docker;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.kafka.KafkaBroker;
 import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.ResultSet;

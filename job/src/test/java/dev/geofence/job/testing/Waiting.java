@@ -1,4 +1,4 @@
-package dev.geofence.job;
+package dev.geofence.job.testing;
 
 import java.time.Duration;
 import java.util.function.Predicate;

@@ -1,4 +1,4 @@
-package dev.geofence.job;
+package dev.geofence.job.testing;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -16,6 +16,10 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.GeneratedFences;
+import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.JobSettings;
+import dev.geofence.job.StateSettings;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -93,15 +97,15 @@ import org.locationtech.jts.io.WKBWriter;
  * subtask, and the sinks write in order, so from then on the tables hold every trigger and
  * presence change of the locations before it, and nothing later can add one.
  */
-abstract class EndToEndFixture {
+public abstract class EndToEndFixture {
 
   @RegisterExtension
-  static final MiniClusterExtension FLINK = new MiniClusterExtension(
+  public static final MiniClusterExtension FLINK = new MiniClusterExtension(
       new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4)
           .setConfiguration(clusterConfiguration()).build());
 
   /** Far longer than any step takes, even on a loaded two-core machine: the deadline of every wait. */
-  static final Duration PATIENCE = Duration.ofMinutes(2);
+  public static final Duration PATIENCE = Duration.ofMinutes(2);
 
   private static Configuration clusterConfiguration() {
     Configuration config = new Configuration();
@@ -111,12 +115,12 @@ abstract class EndToEndFixture {
     return config;
   }
 
-  static EmbeddedPostgres postgres;
-  static final GeometryFactory JTS = new GeometryFactory();
+  public static EmbeddedPostgres postgres;
+  public static final GeometryFactory JTS = new GeometryFactory();
   /** Where the sentinel fences lie, far from where the objects move. */
   private static final Envelope SENTINEL_AREA = new Envelope(100, 101, 50, 51);
 
-  @TempDir Path temp;
+  @TempDir public Path temp;
 
   @BeforeAll
   static void startPostgres() throws Exception {
@@ -124,7 +128,7 @@ abstract class EndToEndFixture {
   }
 
   /** The embedded PostgreSQL the job can stream from, as every case's server is configured. */
-  static EmbeddedPostgres.Builder replicationServer() {
+  public static EmbeddedPostgres.Builder replicationServer() {
     return EmbeddedPostgres.builder()
         .setServerConfig("wal_level", "logical")
         .setServerConfig("max_replication_slots", "10")
@@ -141,51 +145,51 @@ abstract class EndToEndFixture {
   // ---- what a test may set before it starts the job -----------------------------------------------
 
   /** The database user and password the job runs with ("" for the embedded server's postgres). */
-  String user = "postgres";
-  String password = "";
+  public String user = "postgres";
+  public String password = "";
   /** Where the triggers also go (a Kafka topic), or null. */
-  Sink<GeofenceTrigger> triggersTopic;
+  public Sink<GeofenceTrigger> triggersTopic;
   /**
    * The Kafka topic the job reads its locations from, and the fixture writes them to, instead of
    * the inbox; or null. Give it one partition: the sentinel proves the locations before it were
    * read only if they are read in the order written.
    */
-  LocationsTopic locationsTopic;
-  long checkpointIntervalMs = 1000;
+  public LocationsTopic locationsTopic;
+  public long checkpointIntervalMs = 1000;
   /** The fences table and its column names, when not the migration's. */
-  FenceTableColumns columns = FenceTableColumns.defaults();
+  public FenceTableColumns columns = FenceTableColumns.defaults();
   /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
-  String sourceUrl;
+  public String sourceUrl;
   /** Where the job writes its outputs, when not to {@link #url} (through a proxy that can cut it). */
-  String sinkUrl;
+  public String sinkUrl;
   /** The job's allowed lateness and maximum clock skew. */
-  LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+  public LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
   /**
    * How many locations a subtask of the fence index may hold before the location source pauses.
    * Far above any test's but the one of the bound: {@link #awaitEvaluated}'s sentinel proves that
    * every file written before it was read only while the source reads on (a paused reader's file
    * may be read after the sentinel's).
    */
-  int maxHeldLocations = 10_000_000;
+  public int maxHeldLocations = 10_000_000;
 
   // ---- the test's database, inbox and history ---------------------------------------------------
 
   /** The test's database, for the job and for the test's connection {@link #db}. */
-  String url;
-  Connection db;
-  String slot;
-  Path inbox;
-  SplittableRandom random;
+  public String url;
+  public Connection db;
+  public String slot;
+  public Path inbox;
+  public SplittableRandom random;
   /** Whether the fences table stores PostGIS geometry (else WKB in bytea). */
-  boolean postgis;
+  public boolean postgis;
   private String adminPassword = "";
 
   /** What the oracle knows of a fence: its JTS shape, or null once deleted. */
-  final Map<String, Geometry> fences = new HashMap<>();
+  public final Map<String, Geometry> fences = new HashMap<>();
   /** The fences each object is inside, as the oracle has evaluated it. */
-  final Map<String, Set<String>> inside = new HashMap<>();
+  public final Map<String, Set<String>> inside = new HashMap<>();
   /** The triggers the oracle expects: object, fence, kind, and event time or "delete". */
-  final Set<String> expected = new TreeSet<>();
+  public final Set<String> expected = new TreeSet<>();
   private final List<String> sentinelFences = new ArrayList<>();
   private final List<JobClient> jobs = new ArrayList<>();
   private long lastLocationTime;
@@ -195,24 +199,24 @@ abstract class EndToEndFixture {
   private int parallelism = 1;
 
   /** The test's own database on the embedded server, with the migrations (WKB in bytea). */
-  void database(String name, long seed) throws Exception {
+  public void database(String name, long seed) throws Exception {
     database(embeddedServerUrl(), "", name, false, seed);
   }
 
   /** The test's own database on {@code server}, with the migrations; PostGIS geometry if {@code postgis}. */
-  void database(String server, String serverPassword, String name, boolean postgis, long seed) throws Exception {
+  public void database(String server, String serverPassword, String name, boolean postgis, long seed) throws Exception {
     database(server, serverPassword, name, seed,
         db -> Migrations.applySource(db, postgis ? Migrations.GeometryColumn.POSTGIS : Migrations.GeometryColumn.WKB));
     this.postgis = postgis;
   }
 
   /** How a test's database gets its fences table and versioning. */
-  interface SourceSchema {
+  public interface SourceSchema {
     void apply(Connection db) throws Exception;
   }
 
   /** The test's own database on {@code server}, its source tables made by {@code schema}, with the output tables. */
-  void database(String server, String serverPassword, String name, long seed, SourceSchema schema) throws Exception {
+  public void database(String server, String serverPassword, String name, long seed, SourceSchema schema) throws Exception {
     try (Connection admin = DriverManager.getConnection(server, "postgres", serverPassword); Statement s = admin.createStatement()) {
       s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
       s.execute("CREATE DATABASE " + name);
@@ -228,7 +232,7 @@ abstract class EndToEndFixture {
   }
 
   /** A Kafka topic of locations: {@code bootstrapServers}, {@code topic}. */
-  record LocationsTopic(String bootstrapServers, String topic) {}
+  public record LocationsTopic(String bootstrapServers, String topic) {}
 
   /**
    * Jobs a test left running are cancelled, and waited for until they have stopped, so that the
@@ -236,7 +240,7 @@ abstract class EndToEndFixture {
    * directory or holds a connection of Flink CDC's pool when the next job opens its own.
    */
   @AfterEach
-  void cancelJobsAndDisconnect() throws Exception {
+  public void cancelJobsAndDisconnect() throws Exception {
     cancelJobs();
     if (db != null) {
       db.close();
@@ -252,7 +256,7 @@ abstract class EndToEndFixture {
    * a broker it owns calls it before it closes the broker: a job cancelled after that waits a
    * minute for the broker in its Kafka writer's close.
    */
-  void cancelJobs() throws Exception {
+  public void cancelJobs() throws Exception {
     for (JobClient job : jobs) {
       if (!job.getJobStatus().get().isGloballyTerminalState()) {
         job.cancel().get();
@@ -265,7 +269,7 @@ abstract class EndToEndFixture {
 
   // ---- the job ----------------------------------------------------------------------------------
 
-  JobClient start(int parallelism, String stateBackend) throws Exception {
+  public JobClient start(int parallelism, String stateBackend) throws Exception {
     return start(parallelism, stateBackend, null);
   }
 
@@ -275,7 +279,7 @@ abstract class EndToEndFixture {
    * until it streams ({@link #awaitEvaluated}): its first read of the table reads it as it finds it,
    * timeless, so an edit made while it reads would reach locations older than the edit.
    */
-  JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
+  public JobClient start(int parallelism, String stateBackend, String savepoint) throws Exception {
     JobClient job = launch(parallelism, stateBackend, savepoint);
     if (savepoint == null) {
       awaitEvaluated();
@@ -284,7 +288,7 @@ abstract class EndToEndFixture {
   }
 
   /** Starts the job, restoring from {@code savepoint} unless it is null, and waits for nothing. */
-  JobClient launch(int parallelism, String stateBackend, String savepoint) throws Exception {
+  public JobClient launch(int parallelism, String stateBackend, String savepoint) throws Exception {
     Configuration config = new Configuration();
     if (savepoint != null) {
       config.set(StateRecoveryOptions.SAVEPOINT_PATH, savepoint);
@@ -334,18 +338,18 @@ abstract class EndToEndFixture {
   }
 
   /** The parallelism of the job now running, so that every subtask gets its sentinel fence. */
-  void runsAt(int parallelism) {
+  public void runsAt(int parallelism) {
     this.parallelism = parallelism;
   }
 
   /** A job that ran and was stopped with a savepoint. */
-  record StoppedRun(JobClient job, String savepoint) {}
+  public record StoppedRun(JobClient job, String savepoint) {}
 
   /**
    * The first run most cases begin with: the job started fresh, objects moved, its triggers the
    * oracle's, then stopped with a savepoint.
    */
-  StoppedRun runAndStopWithSavepoint(int parallelism, String stateBackend) throws Exception {
+  public StoppedRun runAndStopWithSavepoint(int parallelism, String stateBackend) throws Exception {
     JobClient job = start(parallelism, stateBackend);
     moveObjects();
     assertTriggersAsOracle();
@@ -356,14 +360,14 @@ abstract class EndToEndFixture {
    * Stops the job with a savepoint and waits until its CDC source has let go of the slot, so that
    * edits made next can only reach a restored job through its catch-up.
    */
-  String stopWithSavepoint(JobClient job) throws Exception {
+  public String stopWithSavepoint(JobClient job) throws Exception {
     String savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
     assertThat(Path.of(URI.create(savepoint))).exists();
     awaitSlotReleased();
     return savepoint;
   }
 
-  void awaitSlotReleased() throws Exception {
+  public void awaitSlotReleased() throws Exception {
     Waiting.until("the stopped job to release the slot " + slot, PATIENCE,
         () -> queryLong("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "' AND active") == 0);
   }
@@ -380,7 +384,7 @@ abstract class EndToEndFixture {
    * what is compared with the oracle after it is read until it agrees ({@link #eventually}).
    * Returns the sentinel object, which stays inside those fences.
    */
-  String awaitEvaluated() throws Exception {
+  public String awaitEvaluated() throws Exception {
     String object = writeSentinel();
     int count = sentinelFences.size();
     Waiting.until("every subtask to evaluate the locations up to " + object + ", which ENTERs " + sentinelFences, PATIENCE,
@@ -394,7 +398,7 @@ abstract class EndToEndFixture {
    * is to enter first ({@link #placeSentinelFences}); returns its object. {@link #awaitEvaluated}
    * then waits for it; a history replayed without a job writes it alone.
    */
-  String writeSentinel() throws Exception {
+  public String writeSentinel() throws Exception {
     placeSentinelFences();
     String object = "sentinel-object-" + sentinels++;
     write(List.of(new Location(object, nextLocationTime(), SENTINEL_AREA.centre().x, SENTINEL_AREA.centre().y, null)));
@@ -421,7 +425,7 @@ abstract class EndToEndFixture {
   }
 
   /** The subtask of the fence index that owns a fence at the parallelism the job runs at. */
-  int subtaskOf(String fenceId) {
+  public int subtaskOf(String fenceId) {
     return KeyGroupRangeAssignment.assignKeyToParallelOperator(new FenceKey(fenceId), GeofenceJob.DEFAULT_MAX_PARALLELISM, parallelism);
   }
 
@@ -431,7 +435,7 @@ abstract class EndToEndFixture {
    * Twenty objects, ten steps each, timed after every location so far and after every fence edit
    * so far has committed; the oracle evaluates them as the job should.
    */
-  List<Location> moveObjects() throws Exception {
+  public List<Location> moveObjects() throws Exception {
     long start = nextLocationTime();
     List<Location> locations = new ArrayList<>();
     for (int step = 0; step < 10; step++) {
@@ -444,18 +448,18 @@ abstract class EndToEndFixture {
   }
 
   /** Writes locations into the inbox (one file, moved in whole) and has the oracle evaluate them. */
-  void write(List<Location> locations) throws Exception {
+  public void write(List<Location> locations) throws Exception {
     writeLines(locations.stream().map(LocationJson::format).toList());
     evaluate(locations);
     lastLocationTime = Math.max(lastLocationTime, locations.stream().mapToLong(l -> l.timestamp).max().orElse(0));
   }
 
   /** A time after every location so far, and just ahead of the database's clock. */
-  long nextLocationTime() throws Exception {
+  public long nextLocationTime() throws Exception {
     return Math.max(lastLocationTime + 1, databaseMillis() + 50);
   }
 
-  void upsertFence(String id, Geometry shape) throws Exception {
+  public void upsertFence(String id, Geometry shape) throws Exception {
     awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement("INSERT INTO " + columns.qualified(columns.fencesTable())
         + " (" + FenceTableColumns.quote(columns.id()) + ", " + FenceTableColumns.quote(columns.geometry()) + ") VALUES (?, "
@@ -468,7 +472,7 @@ abstract class EndToEndFixture {
     fences.put(id, shape);
   }
 
-  void deleteFence(String id) throws Exception {
+  public void deleteFence(String id) throws Exception {
     awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement(
         "DELETE FROM " + columns.qualified(columns.fencesTable()) + " WHERE " + FenceTableColumns.quote(columns.id()) + " = ?")) {
@@ -483,7 +487,7 @@ abstract class EndToEndFixture {
   }
 
   /** A bad geometry: WKT for PostGIS (which parses what it stores), raw bytes for bytea. */
-  void insertRaw(String id, String wkt, byte[] wkb) throws Exception {
+  public void insertRaw(String id, String wkt, byte[] wkb) throws Exception {
     awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement(
         "INSERT INTO fences (id, geom) VALUES (?, " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + ")")) {
@@ -497,7 +501,7 @@ abstract class EndToEndFixture {
     }
   }
 
-  void updateRaw(String id, String wkt, byte[] wkb) throws Exception {
+  public void updateRaw(String id, String wkt, byte[] wkb) throws Exception {
     awaitClockPastLocations();
     try (PreparedStatement s = db.prepareStatement(
         "UPDATE fences SET geom = " + (postgis ? "ST_GeomFromText(?, 4326)" : "?") + " WHERE id = ?")) {
@@ -512,7 +516,7 @@ abstract class EndToEndFixture {
   }
 
   /** Little-endian WKB of a one-ring polygon, written by hand so that it can be malformed. */
-  static byte[] polygonWkb(double... xy) {
+  public static byte[] polygonWkb(double... xy) {
     java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(13 + 8 * xy.length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
     b.put((byte) 1).putInt(3).putInt(1).putInt(xy.length / 2);
     for (double v : xy) {
@@ -526,7 +530,7 @@ abstract class EndToEndFixture {
    * to the {@link #locationsTopic}: sent in order (the producer is idempotent), and buffered while
    * the broker is away; a send that failed fails the next write.
    */
-  void writeLines(List<String> lines) throws Exception {
+  public void writeLines(List<String> lines) throws Exception {
     if (locationsTopic != null) {
       send(lines);
       return;
@@ -559,23 +563,23 @@ abstract class EndToEndFixture {
    * Waits until the database clock is past every location so far, so that an edit made next
    * commits after them and the job, as the oracle, evaluates them without it.
    */
-  void awaitClockPastLocations() throws Exception {
+  public void awaitClockPastLocations() throws Exception {
     Waiting.until("the database clock to pass the last location's time", PATIENCE, () -> databaseMillis() > lastLocationTime + 10);
   }
 
-  long databaseMillis() throws Exception {
+  public long databaseMillis() throws Exception {
     return queryLong("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
   }
 
   /** Creates fences {@code from} to {@code to - 1}, or reshapes and moves them. */
-  void placeFences(int from, int to) throws Exception {
+  public void placeFences(int from, int to) throws Exception {
     for (int i = from; i < to; i++) {
       upsertFence("fence-" + i, star(random.nextDouble(10), random.nextDouble(10), 0.5 + random.nextDouble(1.5)));
     }
   }
 
   /** Deletes fences {@code from} to {@code to - 1}; objects inside them are expected to EXIT. */
-  void deleteFences(int from, int to) throws Exception {
+  public void deleteFences(int from, int to) throws Exception {
     for (int i = from; i < to; i++) {
       for (Map.Entry<String, Set<String>> e : inside.entrySet()) {
         if (e.getValue().remove("fence-" + i)) {
@@ -587,7 +591,7 @@ abstract class EndToEndFixture {
   }
 
   /** Creates fences {@code from} to {@code to - 1}, or re-creates them after a delete. */
-  void createFences(int from, int to) throws Exception {
+  public void createFences(int from, int to) throws Exception {
     for (int i = from; i < to; i++) {
       upsertFence("fence-" + i, star(random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble()));
     }
@@ -632,7 +636,7 @@ abstract class EndToEndFixture {
   }
 
   /** Every trigger written so far: object, fence, kind, and event time or "delete". */
-  Set<String> writtenTriggers() throws Exception {
+  public Set<String> writtenTriggers() throws Exception {
     Set<String> rows = new TreeSet<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
         "SELECT object_id, fence_id, kind, lon IS NULL, (extract(epoch FROM event_time) * 1000)::bigint FROM geofence_triggers")) {
@@ -644,14 +648,14 @@ abstract class EndToEndFixture {
   }
 
   /** The triggers are the oracle's, each written once (ids are deterministic: a replay rewrites, never adds). */
-  void assertTriggersAsOracle() throws Exception {
+  public void assertTriggersAsOracle() throws Exception {
     awaitEvaluated();
     assertThat(eventually(this::writtenTriggers, expected)).containsExactlyInAnyOrderElementsOf(expected);
     assertThat(queryLong("SELECT count(*) FROM geofence_triggers")).as("no trigger written twice").isEqualTo(expected.size());
   }
 
   /** The id of every trigger in {@code geofence_triggers}. */
-  Set<String> triggerIds() throws Exception {
+  public Set<String> triggerIds() throws Exception {
     Set<String> ids = new TreeSet<>();
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT trigger_id FROM geofence_triggers")) {
       while (r.next()) {
@@ -666,7 +670,7 @@ abstract class EndToEndFixture {
    * reader sees them), with how many times it is there. (Values, not the broker: the savepoint
    * tools' tests extend this fixture without Kafka's test kit on their class path.)
    */
-  static Map<String, Integer> triggerIdsIn(List<String> values) throws Exception {
+  public static Map<String, Integer> triggerIdsIn(List<String> values) throws Exception {
     ObjectMapper json = new ObjectMapper();
     Map<String, Integer> ids = new TreeMap<>();
     for (String value : values) {
@@ -679,14 +683,14 @@ abstract class EndToEndFixture {
    * How a case ends once every location is written: triggers (rows counted, not only distinct
    * ones) and presence as the oracle's, and the three-way check over 20,000 query points.
    */
-  void assertEndsAsOracle(String tag) throws Exception {
+  public void assertEndsAsOracle(String tag) throws Exception {
     assertTriggersAsOracle();
     assertPresenceAsOracle();
     threeWayCheck(tag, 20_000);
   }
 
   /** {@code geofence_presence} is who the oracle has inside which fence (the query points aside). */
-  void assertPresenceAsOracle() throws Exception {
+  public void assertPresenceAsOracle() throws Exception {
     awaitEvaluated();
     Set<String> oracle = new TreeSet<>();
     inside.forEach((object, fenceIds) -> fenceIds.forEach(f -> oracle.add(object + " " + f)));
@@ -708,7 +712,7 @@ abstract class EndToEndFixture {
    * usually the first read agrees, and the wait only covers a late location's file read after the
    * sentinel's. A row too many never goes away, so it still fails.
    */
-  static <T> T eventually(Waiting.Probe<T> rows, T oracle) throws Exception {
+  public static <T> T eventually(Waiting.Probe<T> rows, T oracle) throws Exception {
     return Waiting.last(PATIENCE, rows, oracle::equals);
   }
 
@@ -718,7 +722,7 @@ abstract class EndToEndFixture {
    * fresh rebuild (the fences read from the database now, indexed anew) and the oracle (JTS covers
    * over the shapes this test wrote). Run after the job has caught up with every edit.
    */
-  void threeWayCheck(String tag, int points) throws Exception {
+  public void threeWayCheck(String tag, int points) throws Exception {
     long t = nextLocationTime();
     SplittableRandom queries = new SplittableRandom(tag.hashCode());
     List<Location> locations = new ArrayList<>(points);
@@ -774,7 +778,7 @@ abstract class EndToEndFixture {
   // ---- hydration history and metrics ------------------------------------------------------------------
 
   /** One hydration_history row, as the assertions need it; times in epoch millis, 0 for none. */
-  record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
+  public record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
       long installedAt, long restoredAt, long indexedAt, long hydratedAt, long fencesLoaded, long editsReplayed,
       Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason) {
 
@@ -802,7 +806,7 @@ abstract class EndToEndFixture {
   }
 
   /** The rows of one job's warm-ups. */
-  List<Episode> episodes(JobClient job) throws Exception {
+  public List<Episode> episodes(JobClient job) throws Exception {
     return episodes().stream().filter(e -> e.jobId().equals(job.getJobID().toString())).toList();
   }
 
@@ -811,7 +815,7 @@ abstract class EndToEndFixture {
   }
 
   /** Checks a finished episode's timings are in order and plausible, and that it ended ready. */
-  static void assertHydrated(Episode e) {
+  public static void assertHydrated(Episode e) {
     assertThat(e.hydratedAt()).as("hydrated: %s", e).isPositive();
     assertThat(e.checksumMatch()).as("checksum match: %s", e).isTrue();
     assertThat(e.hydratedAt() - e.installedAt()).as("hydration time: %s", e).isBetween(0L, 120_000L);
@@ -831,7 +835,7 @@ abstract class EndToEndFixture {
    * latest checkpoint or, when there was none yet, as the first; the last attempt of every subtask
    * hydrated. Returns those last attempts' rows, by subtask.
    */
-  List<Episode> assertWarmUps(String jobId, int parallelism, String startMode) throws Exception {
+  public List<Episode> assertWarmUps(String jobId, int parallelism, String startMode) throws Exception {
     List<Episode> rows = episodes().stream().filter(e -> e.jobId().equals(jobId) && !e.startMode().equals("rebuild")).toList();
     Map<Integer, java.util.TreeMap<Integer, Episode>> attempts = new java.util.TreeMap<>();
     for (Episode e : rows) {
@@ -852,17 +856,17 @@ abstract class EndToEndFixture {
     return last;
   }
 
-  List<Episode> assertWarmUps(JobClient job, int parallelism, String startMode) throws Exception {
+  public List<Episode> assertWarmUps(JobClient job, int parallelism, String startMode) throws Exception {
     return assertWarmUps(job.getJobID().toString(), parallelism, startMode);
   }
 
   /** The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, once Flink has fetched it. */
-  static long metricSum(JobClient job, String metric) throws Exception {
+  public static long metricSum(JobClient job, String metric) throws Exception {
     return Waiting.until("Flink's REST API to report the fence index's " + metric, PATIENCE, () -> fetchMetricSum(job, metric), v -> v >= 0);
   }
 
   /** The sum, or -1 while the REST API has none (the job is restarting, or Flink has not fetched it yet). */
-  static long fetchMetricSum(JobClient job, String metric) throws Exception {
+  public static long fetchMetricSum(JobClient job, String metric) throws Exception {
     return fetchMetric(job, GeofenceJob.FENCE_INDEX_NAME, metric, "sum");
   }
 
@@ -872,7 +876,7 @@ abstract class EndToEndFixture {
    * task's metric of that name (e.g. {@code backPressuredTimeMsPerSecond}), else the first
    * operator's of the chain that has one.
    */
-  static long fetchMetric(JobClient job, String vertexName, String metric, String aggregation) throws Exception {
+  public static long fetchMetric(JobClient job, String vertexName, String metric, String aggregation) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     String base = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID();
     HttpClient http = HttpClient.newHttpClient();
@@ -893,31 +897,31 @@ abstract class EndToEndFixture {
   }
 
   /** The job's checkpoint counts (completed, failed, ...) as Flink's REST API reports them. */
-  static JsonNode checkpointCounts(JobClient job) throws Exception {
+  public static JsonNode checkpointCounts(JobClient job) throws Exception {
     return checkpoints(job).path("counts");
   }
 
   /** The job's checkpoint statistics (counts, history, ...) as Flink's REST API reports them. */
-  static JsonNode checkpoints(JobClient job) throws Exception {
+  public static JsonNode checkpoints(JobClient job) throws Exception {
     Configuration client = FLINK.getClientConfiguration();
     String url = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT) + "/jobs/" + job.getJobID() + "/checkpoints";
     return new ObjectMapper().readTree(get(HttpClient.newHttpClient(), url));
   }
 
-  static String get(HttpClient http, String url) throws Exception {
+  public static String get(HttpClient http, String url) throws Exception {
     return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
   }
 
   // ---- the database ---------------------------------------------------------------------------------
 
-  long queryLong(String sql) throws Exception {
+  public long queryLong(String sql) throws Exception {
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
       r.next();
       return r.getLong(1);
     }
   }
 
-  static String embeddedServerUrl() {
+  public static String embeddedServerUrl() {
     return "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
   }
 }

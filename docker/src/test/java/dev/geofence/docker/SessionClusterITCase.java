@@ -1,8 +1,9 @@
-package dev.geofence.job;
+package dev.geofence.docker;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.job.testing.EndToEndFixture;
 import java.io.File;
 import java.net.ServerSocket;
 import java.net.URI;

@@ -1,9 +1,10 @@
-package dev.geofence.job;
+package dev.geofence.savepoints;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.savepoints.SavepointInspection;
 import dev.geofence.state.readiness.Lsn;
 import java.nio.file.Files;

@@ -1,4 +1,4 @@
-package dev.geofence.job;
+package dev.geofence.job.testing;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -14,7 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * refused and open ones are closed, as when the network to a database fails. Always listens on the
  * same port, so clients reconnect to it once it is up again.
  */
-final class TcpProxy implements AutoCloseable {
+public final class TcpProxy implements AutoCloseable {
 
   private final String targetHost;
   private final int targetPort;
@@ -22,7 +22,7 @@ final class TcpProxy implements AutoCloseable {
   private final List<Socket> open = new CopyOnWriteArrayList<>();
   private volatile ServerSocket server;
 
-  TcpProxy(String targetHost, int targetPort) throws IOException {
+  public TcpProxy(String targetHost, int targetPort) throws IOException {
     this.targetHost = targetHost;
     this.targetPort = targetPort;
     try (ServerSocket probe = new ServerSocket(0)) {
@@ -31,11 +31,11 @@ final class TcpProxy implements AutoCloseable {
     up();
   }
 
-  int port() {
+  public int port() {
     return port;
   }
 
-  synchronized void up() throws IOException {
+  public synchronized void up() throws IOException {
     if (server != null) {
       return;
     }
@@ -48,7 +48,7 @@ final class TcpProxy implements AutoCloseable {
     acceptor.start();
   }
 
-  synchronized void down() throws IOException {
+  public synchronized void down() throws IOException {
     if (server != null) {
       server.close();
       server = null;
