@@ -60,7 +60,8 @@ class ReadinessProbeTest {
           + " subtask 1 catching-up for 12.0 s (completeness 0.42, 10 buckets unmatched, 3.0 s behind)");
 
       state = IndexState.REREADING;
-      r = probeUntil(out -> out.contains("re-reading"));
+      // Both subtasks' gauges move on their own fetches: until subtask 0's has, it still says indexing.
+      r = probeUntil(out -> out.contains("re-reading") && !out.contains("subtask 0"));
       assertThat(r.status).as(r.out).isEqualTo(1);
       assertThat(r.out.strip()).isEqualTo("not ready: subtask 1 re-reading for 1 min 35 s (completeness 0.99, 2 buckets unmatched:"
           + " 17, 203, 5 bucket re-reads, 3 of them not matching (retried with backoff))");
