@@ -54,9 +54,9 @@ import org.apache.flink.util.OutputTag;
  *       the buckets' fingerprints) and keeps what waits for the clock in its {@link Schedule},
  *       written through {@link FenceIndexState}, the keyed state's layout; {@link EditDecoder}
  *       turns the stream's records into its edits, bad geometries into dead letters;
- *   <li>{@link EventClock} is the event-time clock and holds the locations that wait for it;
- *       {@link Admission} refuses those time rules refuse; {@link Evaluation} turns the rest into
- *       triggers;
+ *   <li>{@link LocationPath} takes each location through the parts of its path: {@link EventClock},
+ *       the event-time clock, which holds the locations that wait for it; {@link Admission}, which
+ *       refuses those the time rules refuse; {@link Evaluation}, which turns the rest into triggers;
  *   <li>{@link Readiness} decides when the index is provably complete and says when it becomes so;
  *       {@link WarmUp} takes the steps to get there against the source of truth, through {@link
  *       SourceOfTruth}, whose outcomes come back through the task's mailbox; {@link
@@ -101,14 +101,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient FenceLedger ledger;
   private transient EditDecoder decoder;
   private transient Readiness readiness;
-  private transient EventClock clock;
-  private transient Admission admission;
-  private transient Evaluation evaluation;
   private transient LocationPath locations;
   private transient WarmUp warmUp;
   private transient HydrationRecorder recorder;
   private transient HoldReport hold;
-  private transient KeyGroupRange own;
   private transient long installedAt;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
@@ -174,18 +170,18 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void initializeState(StateInitializationContext context) throws Exception {
     super.initializeState(context);
     int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
-    own = ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
+    KeyGroupRange own = ownKeyGroups();
     keyed = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(), writing);
     union = new FenceIndexUnionState(context.getOperatorStateStore());
     Schedule schedule = new Schedule();
-    clock = new EventClock(schedule, timePolicy);
+    EventClock clock = new EventClock(schedule, timePolicy);
     BucketFingerprints fingerprints = new BucketFingerprints(maxParallelism, own.getStartKeyGroup(), own.getEndKeyGroup());
     FenceSet fences = new FenceSet(new FenceIndex());
     ledger = new FenceLedger(fences, fingerprints, schedule, keyed, clock, new LedgerListener());
     readiness = new Readiness(fingerprints, new ReadinessListener());
     decoder = new EditDecoder(new FenceDecoder(geometryOptions, geometryFormat), fences, this::deadLetter);
-    admission = new Admission(timePolicy, this::deadLetter);
-    evaluation = new Evaluation(fences, ledger.history(), keyed, this::emit, admission, schedule::hasExit, maxParallelism,
+    Admission admission = new Admission(timePolicy, this::deadLetter);
+    Evaluation evaluation = new Evaluation(fences, ledger.history(), keyed, this::emit, admission, schedule::hasExit, maxParallelism,
         own.getStartKeyGroup(), own.getEndKeyGroup(), evaluationBatch);
     recorder = new HydrationRecorder(HydrationRecorder.start(installedAt, getRuntimeContext(), own, context, savepointPath),
         readiness, fences, episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
@@ -207,6 +203,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       readiness.loadFromSource();
     }
     recorder.restored(context.isRestored());
+    FenceIndexGauges.register(getMetricGroup(), ledger, readiness, clock, admission, warmUp, recorder);
   }
 
   @Override
@@ -214,11 +211,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     super.open();
     // The timers an earlier release set per fence to prune its history: restored so that they fire and are gone.
     getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
-    FenceIndexGauges.register(getMetricGroup(), ledger, readiness, clock, admission, warmUp, recorder);
     MailboxExecutor mailbox = getContainingTask().getMailboxExecutorFactory().createExecutor(TaskMailbox.MIN_PRIORITY);
     int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
     warmUp.open(source == null ? null : new SourceOfTruth(source, new FenceDecoder(geometryOptions, geometryFormat),
-        getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(), own.getStartKeyGroup(), own.getEndKeyGroup(),
+        getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(), ownKeyGroups().getStartKeyGroup(),
+        ownKeyGroups().getEndKeyGroup(),
         (action, what) -> mailbox.execute(action::run, what), warmUp, "fence-warm-up-" + subtask),
         source == null ? null : source.jdbcUrl(), readiness.streamLsn());
     // The episode's first row, so that a slow warm-up shows as it goes; a restore's comes with
@@ -235,17 +232,19 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
     ledger.checkpoint();
-    evaluation.forgetOlderThan(clock.historyHorizon());
     // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
     // stream will bring again: restored, it is read again, as a rebuild.
     String untrusted = readiness.distrust() != null ? readiness.distrust() : readiness.loading() ? INCOMPLETE_LOAD : null;
-    union.write(clock.held(), clock.time(), untrusted, evaluation::forEachNewest,
-        getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks());
+    locations.checkpoint(union, untrusted, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+        getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks());
   }
 
   @Override
   public void close() throws Exception {
-    warmUp.close();
+    // Null if the state could not be restored: closed all the same.
+    if (warmUp != null) {
+      warmUp.close();
+    }
     super.close();
   }
 
@@ -263,6 +262,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     if (!change.snapshot) {
       readiness.streamed(change.lsn, change.commitTime);
+      warmUp.streamed(change);
     }
     readiness.proveVersionsOnceCaughtUp();
     if (change.kind == FenceChange.Kind.HEARTBEAT) {
@@ -271,7 +271,6 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     } else {
       if (change.kind == FenceChange.Kind.FENCE && !change.snapshot) {
         recorder.editReceived();
-        warmUp.streamed(change.fenceId);
       }
       Queued queued = decoder.decode(change);
       if (change.snapshot) {
@@ -297,16 +296,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void processWatermark(Watermark mark) throws Exception {
     // Called with the combined watermark of both inputs (idle inputs excluded).
     if (locations.advanceTo(mark.getTimestamp())) {
-      ledger.pruneHistory();
-      warmUp.maybeReread(clock.time());
-      evaluation.maybeForgetOlderThan(clock.historyHorizon());
+      warmUp.maybeReread(locations.time());
     }
     super.processWatermark(mark);
   }
 
   @Override
   public void processWatermark2(Watermark mark) throws Exception {
-    clock.locationWatermark(mark.getTimestamp());
+    locations.locationWatermark(mark.getTimestamp());
     super.processWatermark2(mark);
   }
 
@@ -320,6 +317,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   @Override
   public void onProcessingTime(InternalTimer<FenceKey, VoidNamespace> timer) {
     throw new IllegalStateException("the fence index sets no processing-time timers on keys");
+  }
+
+  private KeyGroupRange ownKeyGroups() {
+    return ((CheckpointableKeyedStateBackend<?>) getKeyedStateBackend()).getKeyGroupRange();
   }
 
   private void emit(GeofenceTrigger trigger) {
@@ -339,13 +340,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
     @Override
     public void exitMembers(String fenceId, long deletedAt, long seq) throws Exception {
-      evaluation.flush();
-      evaluation.deleted(fenceId, keyed.takeMembers(fenceId), deletedAt, seq);
-    }
-
-    @Override
-    public void fingerprint(int bucket, Long commitTime) {
-      warmUp.fingerprint(bucket, commitTime);
+      locations.deleted(fenceId, keyed.takeMembers(fenceId), deletedAt, seq);
     }
   }
 
@@ -376,6 +371,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   /** What tests may see of a running operator, as it is now. */
   View view() {
+    Admission admission = locations.admission();
     return new View(recorder.phase(), ledger.fences(), warmUp.running(), ledger.history().versions(), admission.lateCount(),
         admission.tooLateCount(), admission.outOfOrderCount(), keyed.movedFromPerFenceLayout());
   }

@@ -2,6 +2,7 @@ package dev.geofence.job.index;
 
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.hold.HoldReport;
+import dev.geofence.job.operator.FenceIndexUnionState;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.readiness.Readiness;
 import org.apache.flink.annotation.Internal;
@@ -78,13 +79,48 @@ public final class LocationPath {
     }
   }
 
-  /** The clock moves to {@code time} if that is later: what it passed is released. Says whether it moved. */
+  /**
+   * The clock moves to {@code time} if that is later: what it passed is released, and the history
+   * no location can need any more is forgotten. Says whether it moved.
+   */
   public boolean advanceTo(long time) throws Exception {
     if (!clock.advanceTo(time)) {
       return false;
     }
     release();
+    ledger.pruneHistory();
+    evaluation.maybeForgetOlderThan(clock.historyHorizon());
     return true;
+  }
+
+  /** The watermark of the locations alone: how far behind them the clock is, for the hold's lag. */
+  void locationWatermark(long watermark) {
+    clock.locationWatermark(watermark);
+  }
+
+  /** Where the clock is: the event time up to which locations have been released. */
+  long time() {
+    return clock.time();
+  }
+
+  /** A fence was deleted: its members EXIT it, after the locations released before the delete. */
+  void deleted(String fenceId, Iterable<String> members, long deletedAt, long seq) throws Exception {
+    evaluation.flush();
+    evaluation.deleted(fenceId, members, deletedAt, seq);
+  }
+
+  /**
+   * What every subtask shares across a rescale: the held locations, the clock and each object's
+   * newest time; {@code untrusted} is why the index is not to be trusted when restored, or null.
+   */
+  void checkpoint(FenceIndexUnionState union, String untrusted, int subtask, int parallelism) throws Exception {
+    evaluation.forgetOlderThan(clock.historyHorizon());
+    union.write(clock.held(), clock.time(), untrusted, evaluation::forEachNewest, subtask, parallelism);
+  }
+
+  /** The time rules' counts, for the operator's view in tests. */
+  Admission admission() {
+    return admission;
   }
 
   /** The index became ready: what is held is released once what made it so is done ({@link #releaseIfDue}). */

@@ -84,7 +84,7 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
         readiness.versionKnown(stats.bucket(), stats.version());
         readiness.streamed(stats.lsn(), stats.commitTime());
         if (stats.commitTime() > 0) {
-          warmUp.fingerprint(stats.bucket(), stats.commitTime());
+          warmUp.restored(stats.bucket(), stats.commitTime());
         } else {
           readFingerprints.add(stats.bucket());
         }
@@ -140,7 +140,7 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
     // carries no commit time, and is as old as the newest the state had streamed, which every
     // restored queued edit is no newer than.
     for (int bucket : readFingerprints) {
-      warmUp.fingerprint(bucket, readiness.streamTime());
+      warmUp.restored(bucket, readiness.streamTime());
     }
     if (restored) {
       recorder.indexed();

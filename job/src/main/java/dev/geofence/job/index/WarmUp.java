@@ -4,6 +4,7 @@ import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.SourceOfTruth;
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
@@ -125,16 +126,25 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     next();
   }
 
-  /** A fence edit arrived from the stream: a read under way must not delete the fence as gone. */
-  void streamed(String fenceId) {
-    if (read != null) {
-      read.streamed(fenceId);
+  /**
+   * A change arrived from the stream: a fence edit (a read under way must not delete the fence as
+   * gone) or a bucket's fingerprint. Either is its bucket's newest change, which a mismatch is
+   * measured from before it is read again.
+   */
+  void streamed(FenceChange change) {
+    if (change.kind == FenceChange.Kind.FENCE) {
+      if (read != null) {
+        read.streamed(change.fenceId);
+      }
+      rereads.streamed(FenceBuckets.of(change.fenceId), change.commitTime);
+    } else if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+      rereads.streamed(change.bucket, change.commitTime);
     }
   }
 
-  /** A bucket's fingerprint took effect (commit time null for a read's). */
-  void fingerprint(int bucket, Long commitTime) {
-    rereads.fingerprint(bucket, commitTime);
+  /** A restored bucket's newest change was committed at {@code commitTime}. */
+  void restored(int bucket, long commitTime) {
+    rereads.streamed(bucket, commitTime);
   }
 
   /** How many buckets have been read again. */
@@ -154,7 +164,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
 
   /**
    * Buckets that stay mismatched once the stream has passed the catch-up target and the clock is a
-   * heartbeat interval past their fingerprint (the clock has applied every edit committed before
+   * heartbeat interval past their newest change (the clock has applied every edit committed before
    * it, so the difference is real: an edit the stream never carried, or one the restored state
    * lacks) are read again from the source, those buckets alone, merged by seq with what the stream
    * brings meanwhile, as a rebuild reads all of them; whether or not the subtask was ever ready,
@@ -177,7 +187,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     int[] buckets = overdue.buckets();
     String which = Arrays.stream(buckets).mapToObj(String::valueOf).collect(Collectors.joining(", "));
     recorder.rereading(buckets.length, (buckets.length == 1 ? "bucket " : "buckets ") + which + " still mismatched "
-        + overdue.longestMillis() + " ms of event time after " + (buckets.length == 1 ? "its fingerprint" : "their fingerprints")
+        + overdue.longestMillis() + " ms of event time after " + (buckets.length == 1 ? "its newest change" : "their newest changes")
         + "; read again from the source");
     read = SourceRead.ofBuckets(buckets);
     source.reread(buckets);

@@ -57,9 +57,6 @@ public final class FenceLedger {
 
     /** Every object inside the deleted fence leaves it now, at the delete's commit time. */
     void exitMembers(String fenceId, long deletedAt, long seq) throws Exception;
-
-    /** A bucket's fingerprint took effect; {@code commitTime} is null for a read's, which has none. */
-    void fingerprint(int bucket, Long commitTime);
   }
 
   private final FenceSet fences;
@@ -113,7 +110,7 @@ public final class FenceLedger {
     boolean now = change.fingerprint() != null ? change.commitTime() != queuedAt
         : clock.appliesAtOnce(change.commitTime(), change.key());
     if (now) {
-      apply(List.of(change), false);
+      apply(List.of(change));
     } else {
       if (change.edit() != null) {
         queuedAt = change.commitTime();
@@ -124,7 +121,7 @@ public final class FenceLedger {
 
   /** A row a read of the source brought: applied now, merged by seq with what the stream brings. */
   public void read(Queued change) throws Exception {
-    apply(List.of(change), true);
+    apply(List.of(change));
   }
 
   /**
@@ -134,7 +131,7 @@ public final class FenceLedger {
   public void release(String key, long upTo) throws Exception {
     List<Queued> due = schedule.takeEdits(key, upTo);
     if (!due.isEmpty()) {
-      apply(due, false);
+      apply(due);
     }
   }
 
@@ -219,13 +216,13 @@ public final class FenceLedger {
    * held; a fence's edits are coalesced so that only the newest version reaches the index, split
    * after each delete.
    */
-  private void apply(List<Queued> changes, boolean read) throws Exception {
+  private void apply(List<Queued> changes) throws Exception {
     List<FenceEdit> run = new ArrayList<>();
     // The version in force before each edit, for the history; read only when an edit needs it.
     FenceHistory.Version inForce = null;
     for (Queued change : changes) {
       if (change.fingerprint() != null) {
-        fingerprint(change.fingerprint(), read);
+        fingerprint(change.fingerprint());
         continue;
       }
       FenceEdit edit = change.edit();
@@ -244,11 +241,10 @@ public final class FenceLedger {
     }
   }
 
-  private void fingerprint(BucketFingerprint fingerprint, boolean read) throws Exception {
+  private void fingerprint(BucketFingerprint fingerprint) throws Exception {
     // The newest wins: after a read, the stream may still deliver the rows it read past.
     if (fingerprints.expect(fingerprint.bucket(), fingerprint.fenceCount(), fingerprint.checksum(), fingerprint.version())) {
       store.fingerprint(fingerprint);
-      listener.fingerprint(fingerprint.bucket(), read ? null : fingerprint.commitTime());
     }
   }
 

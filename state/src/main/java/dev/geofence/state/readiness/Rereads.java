@@ -7,16 +7,19 @@ import java.util.Map;
 /**
  * When a bucket that stays mismatched is read again from the source. The fence clock applies
  * every edit committed before it, so a bucket still mismatched once the clock is more than a
- * heartbeat interval past its fingerprint's commit time differs for real: the stream never carried
- * one of its edits, or the restored state lacks one. Such a bucket is read again, whether or not
- * its subtask was ever ready. A bucket that does not match after its re-read (the source's own
- * fingerprint disagrees with its fences, or the source did not answer) is tried again with
- * backoff, {@link #FIRST_RETRY_MS} doubling up to {@link #LONGEST_RETRY_MS}, for as long as it
- * stays mismatched; once it matches, its next mismatch starts afresh. Not thread-safe.
+ * heartbeat interval past the newest change the stream brought of it (an edit, or a fingerprint)
+ * differs for real: the stream never carried one of its edits, or the restored state lacks one.
+ * Measured from the newest change, not the newest fingerprint: an edit applied on arrival leaves
+ * its bucket mismatched until its transaction's fingerprint, the next record of the stream, comes,
+ * and the clock may move between the two. Such a bucket is read again, whether or not its subtask
+ * was ever ready. A bucket that does not match after its re-read (the source's own fingerprint
+ * disagrees with its fences, or the source did not answer) is tried again with backoff, {@link
+ * #FIRST_RETRY_MS} doubling up to {@link #LONGEST_RETRY_MS}, for as long as it stays mismatched;
+ * once it matches, its next mismatch starts afresh. Not thread-safe.
  */
 public final class Rereads {
 
-  /** The buckets overdue for a re-read, and how far the clock is past the oldest of their fingerprints. */
+  /** The buckets overdue for a re-read, and how far the clock is past the oldest of their newest changes. */
   public record Overdue(int[] buckets, long longestMillis) {}
 
   /** How long after its first re-read a bucket that still does not match is read again. */
@@ -24,7 +27,8 @@ public final class Rereads {
   /** The longest wait between two re-reads of a bucket: a bucket that never matches costs one read per this. */
   public static final long LONGEST_RETRY_MS = 300_000;
 
-  private final Map<Integer, Long> fingerprintTimes = new HashMap<>();
+  /** The commit time of the newest change of each bucket the stream brought. */
+  private final Map<Integer, Long> streamedTimes = new HashMap<>();
   /** Re-reads of each bucket since it last matched, and when it may be read again (processing time). */
   private final Map<Integer, Integer> attempts = new HashMap<>();
   private final Map<Integer, Long> retryAt = new HashMap<>();
@@ -32,15 +36,11 @@ public final class Rereads {
   private long unmatchedAfter;
 
   /**
-   * A bucket's fingerprint took effect.
-   *
-   * @param commitTime when the stream's transaction committed it, or null for a read's, which has
-   *     none: the stream's last one still says how old the bucket's fingerprint is
+   * The stream brought a change of {@code bucket} (an edit of one of its fences, or its
+   * fingerprint) committed at {@code commitTime}; a restore says the same of the newest it had.
    */
-  public void fingerprint(int bucket, Long commitTime) {
-    if (commitTime != null) {
-      fingerprintTimes.put(bucket, commitTime);
-    }
+  public void streamed(int bucket, long commitTime) {
+    streamedTimes.merge(bucket, commitTime, Math::max);
   }
 
   /**
@@ -48,7 +48,7 @@ public final class Rereads {
    * and the processing time is {@code now}, taken as re-read now; null if none is. Buckets not among
    * {@code unmatched} match again, and start afresh.
    *
-   * @param patienceMillis how far the clock may be past a fingerprint before its bucket is overdue
+   * @param patienceMillis how far the clock may be past a bucket's newest change before it is overdue
    */
   public Overdue overdue(int[] unmatched, long clockTime, long patienceMillis, long now) {
     if (!attempts.isEmpty()) {
@@ -66,7 +66,7 @@ public final class Rereads {
     int n = 0;
     long longest = 0;
     for (int b : unmatched) {
-      Long at = fingerprintTimes.get(b);
+      Long at = streamedTimes.get(b);
       if (at != null && clockTime - at > patienceMillis && now >= retryAt.getOrDefault(b, Long.MIN_VALUE)) {
         due[n++] = b;
         longest = Math.max(longest, clockTime - at);

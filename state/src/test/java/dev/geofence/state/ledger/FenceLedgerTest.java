@@ -38,9 +38,6 @@ class FenceLedgerTest {
         public void exitMembers(String fenceId, long deletedAt, long seq) {
           told.add("exit " + fenceId + " at " + deletedAt);
         }
-
-        @Override
-        public void fingerprint(int bucket, Long commitTime) {}
       });
 
   /**

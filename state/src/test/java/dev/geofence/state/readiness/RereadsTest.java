@@ -11,9 +11,9 @@ class RereadsTest {
   @Test
   void aBucketIsOverdueOncePastItsFingerprintByMoreThanThePatience() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(5, 1_000L);
-    rereads.fingerprint(6, 1_200L);
-    int[] unmatched = {5, 6, 7}; // 7: no fingerprint streamed yet, so never overdue
+    rereads.streamed(5, 1_000L);
+    rereads.streamed(6, 1_200L);
+    int[] unmatched = {5, 6, 7}; // 7: nothing streamed of it yet, so never overdue
     assertThat(rereads.overdue(unmatched, 1_500, PATIENCE, 0)).as("at the patience, not past it").isNull();
     Rereads.Overdue first = rereads.overdue(unmatched, 1_501, PATIENCE, 0);
     assertThat(first.buckets()).containsExactly(5);
@@ -29,7 +29,7 @@ class RereadsTest {
   @Test
   void aBucketThatStaysMismatchedIsReadAgainWithBackoffForAsLongAsItDoes() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(3, 0L);
+    rereads.streamed(3, 0L);
     int[] unmatched = {3};
     long now = 10_000;
     long waited = 0;
@@ -51,33 +51,38 @@ class RereadsTest {
   @Test
   void aBucketThatMatchedAgainStartsAfresh() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(4, 0L);
+    rereads.streamed(4, 0L);
     assertThat(rereads.overdue(new int[] {4}, 10_000, PATIENCE, 0).buckets()).containsExactly(4);
     assertThat(rereads.overdue(new int[] {4}, 10_000, PATIENCE, 1)).as("within its backoff").isNull();
     assertThat(rereads.overdue(new int[0], 10_000, PATIENCE, 2)).isNull();
     assertThat(rereads.retrying()).as("it matches").isFalse();
-    rereads.fingerprint(4, 20_000L);
+    rereads.streamed(4, 20_000L);
     assertThat(rereads.overdue(new int[] {4}, 20_501, PATIENCE, 3).buckets()).as("a new mismatch").containsExactly(4);
   }
 
-  /** A read's fingerprint has no commit time: the stream's last one still says how old the bucket's fingerprint is. */
+  /**
+   * An edit applied on arrival leaves its bucket mismatched until its transaction's fingerprint
+   * comes, and the clock may move between the two: measured from the edit, not from the bucket's
+   * older fingerprint, the bucket is not overdue.
+   */
   @Test
-  void aReadsFingerprintKeepsTheStreamsTime() {
+  void aMismatchIsMeasuredFromTheBucketsNewestChangeNotItsNewestFingerprint() {
     Rereads rereads = new Rereads();
     int[] unmatched = {9};
-    rereads.fingerprint(9, null);
-    assertThat(rereads.overdue(unmatched, 100_000, PATIENCE, 0)).as("no streamed fingerprint to measure from").isNull();
-    rereads.fingerprint(9, 1_000L);
-    rereads.fingerprint(9, null);
-    assertThat(rereads.overdue(unmatched, 2_000, PATIENCE, 0).buckets()).containsExactly(9);
+    rereads.streamed(9, 1_000L); // its fingerprint, long ago
+    rereads.streamed(9, 5_000L); // an edit, its fingerprint still to come
+    assertThat(rereads.overdue(unmatched, 4_999, PATIENCE, 0)).as("the clock is not past the edit").isNull();
+    assertThat(rereads.overdue(unmatched, 5_500, PATIENCE, 0)).as("at the patience").isNull();
+    rereads.streamed(9, 3_000L); // an older change, restored: the newest still counts
+    assertThat(rereads.overdue(unmatched, 5_501, PATIENCE, 0).buckets()).containsExactly(9);
   }
 
   /** A re-read that found the source unreachable read nothing: its buckets are due again after their backoff. */
   @Test
   void aRereadTheSourceDidNotAnswerIsDueAgainAfterItsBackoff() {
     Rereads rereads = new Rereads();
-    rereads.fingerprint(1, 0L);
-    rereads.fingerprint(2, 0L);
+    rereads.streamed(1, 0L);
+    rereads.streamed(2, 0L);
     assertThat(rereads.overdue(new int[] {1}, 1_000, PATIENCE, 10).buckets()).containsExactly(1);
     assertThat(rereads.overdue(new int[] {1, 2}, 1_000, PATIENCE, 20).buckets()).containsExactly(2);
     rereads.stillUnmatched(2);
