@@ -21,9 +21,7 @@ import dev.geofence.state.ledger.Schedule;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
-import java.lang.management.ManagementFactory;
 import java.lang.reflect.Proxy;
-import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -100,15 +98,15 @@ public final class LocationPathBenchmark {
         if (batches[v] < 0) {
           HeapBaseline heap = new HeapBaseline();
           heap.run(warm);
-          long cpu = threadCpuNanos();
+          long cpu = Measure.threadCpuNanos();
           heap.run(measured);
-          us = (threadCpuNanos() - cpu) / 1e3 / locations;
+          us = (Measure.threadCpuNanos() - cpu) / 1e3 / locations;
         } else {
           pass = new Pass(set, batches[v]);
           pass.run(warm);
-          long cpu = threadCpuNanos();
+          long cpu = Measure.threadCpuNanos();
           pass.run(measured);
-          us = (threadCpuNanos() - cpu) / 1e3 / locations;
+          us = (Measure.threadCpuNanos() - cpu) / 1e3 / locations;
         }
         if (round >= 0) {
           micros[v][round] = us;
@@ -384,10 +382,5 @@ public final class LocationPathBenchmark {
       parts.add(String.format(Locale.ROOT, "%.2f", r));
     }
     return String.join(", ", parts);
-  }
-
-  private static long threadCpuNanos() {
-    ThreadMXBean threads = ManagementFactory.getThreadMXBean();
-    return threads.getCurrentThreadCpuTime();
   }
 }

@@ -54,11 +54,16 @@ final class Measure {
     return new Rate(median(rates), rates[0], rates[windows - 1], median(cpuRates), gc);
   }
 
-  private static double median(double[] values) {
+  static double median(double[] values) {
     double[] sorted = values.clone();
     Arrays.sort(sorted);
     int n = sorted.length;
     return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+
+  /** CPU time of the calling thread. */
+  static long threadCpuNanos() {
+    return ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
   }
 
   static long processCpuNanos() {

@@ -172,7 +172,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     KeyGroupRange own = ownKeyGroups();
     keyed = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(), writing);
-    union = new FenceIndexUnionState(context.getOperatorStateStore());
+    union = new FenceIndexUnionState(context.getOperatorStateStore(), writing.previousLayout());
     Schedule schedule = new Schedule();
     EventClock clock = new EventClock(schedule, timePolicy);
     BucketFingerprints fingerprints = new BucketFingerprints(maxParallelism, own.getStartKeyGroup(), own.getEndKeyGroup());

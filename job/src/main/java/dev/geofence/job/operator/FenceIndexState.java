@@ -169,7 +169,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * release wrote.
    *
    * @param fenceFormat the format version fences are written in
-   * @param previousLayout whether to write as releases before the per-bucket maps and the state's own record types did
+   * @param previousLayout whether to write as releases before the per-bucket maps, the state's own record types and the
+   *     packed objects' times did
    */
   public record Writing(byte fenceFormat, boolean previousLayout) implements java.io.Serializable {
     public static final Writing CURRENT = new Writing(StoredFenceSerializer.FORMAT_VERSION, false);

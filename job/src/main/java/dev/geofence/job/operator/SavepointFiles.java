@@ -6,17 +6,20 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeutils.base.array.BytePrimitiveArraySerializer;
-import org.apache.flink.core.fs.FSDataInputStream;
+import org.apache.flink.core.fs.CloseableRegistry;
 import org.apache.flink.core.fs.FileStatus;
 import org.apache.flink.core.fs.FileSystem;
 import org.apache.flink.runtime.checkpoint.Checkpoints;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
-import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
 import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.runtime.state.CompletedCheckpointStorageLocation;
+import org.apache.flink.runtime.state.DefaultOperatorStateBackend;
+import org.apache.flink.runtime.state.DefaultOperatorStateBackendBuilder;
 import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
 import org.apache.flink.runtime.state.KeyGroupsSavepointStateHandle;
 import org.apache.flink.runtime.state.KeyGroupsStateHandle;
@@ -107,27 +110,28 @@ public final class SavepointFiles {
   public static List<byte[]> readerSplits(CheckpointMetadata metadata, String sourceUid) {
     // The operator id Flink derives from a uid (StreamGraphHasherV2: murmur3_128 of its UTF-8 bytes).
     OperatorID id = new OperatorID(Hashing.murmur3_128(0).hashString(sourceUid, StandardCharsets.UTF_8).asBytes());
-    List<byte[]> splits = new ArrayList<>();
+    List<OperatorStateHandle> handles = new ArrayList<>();
     for (OperatorState operator : metadata.getOperatorStates()) {
-      if (!operator.getOperatorID().equals(id)) {
-        continue;
+      if (operator.getOperatorID().equals(id)) {
+        operator.getSubtaskStates().values().forEach(subtask -> handles.addAll(subtask.getManagedOperatorState()));
       }
-      for (OperatorSubtaskState subtask : operator.getSubtaskStates().values()) {
-        for (OperatorStateHandle state : subtask.getManagedOperatorState()) {
-          OperatorStateHandle.StateMetaInfo splitsState = state.getStateNameToPartitionOffsets().get(SOURCE_READER_STATE);
-          if (splitsState == null) {
-            continue;
-          }
-          try (FSDataInputStream in = state.openInputStream()) {
-            for (long offset : splitsState.getOffsets()) {
-              in.seek(offset);
-              splits.add(BytePrimitiveArraySerializer.INSTANCE.deserialize(new DataInputViewStreamWrapper(in)));
-            }
-          } catch (IOException e) {
-            throw new IllegalArgumentException("the savepoint's state of " + sourceUid + " cannot be read (" + reason(e) + ")");
-          }
-        }
+    }
+    List<byte[]> splits = new ArrayList<>();
+    if (handles.isEmpty()) {
+      return splits;
+    }
+    // Read as Flink's restore reads it, which knows how each file was written (compressed or not).
+    try (CloseableRegistry registry = new CloseableRegistry()) {
+      DefaultOperatorStateBackend backend = new DefaultOperatorStateBackendBuilder(
+          SavepointFiles.class.getClassLoader(), new ExecutionConfig(), false, handles, registry).build();
+      try {
+        backend.getListState(new ListStateDescriptor<>(SOURCE_READER_STATE, BytePrimitiveArraySerializer.INSTANCE)).get()
+            .forEach(splits::add);
+      } finally {
+        backend.dispose();
       }
+    } catch (Exception e) {
+      throw new IllegalArgumentException("the savepoint's state of " + sourceUid + " cannot be read (" + reason(e) + ")");
     }
     return splits;
   }

@@ -1,6 +1,8 @@
 package dev.geofence.job.index;
 
+import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
+import dev.geofence.job.operator.StoredFenceSerializer;
 import static dev.geofence.job.index.FenceIndexOperatorTest.delete;
 import static dev.geofence.job.index.FenceIndexOperatorTest.location;
 import static dev.geofence.job.index.FenceIndexOperatorTest.triggers;
@@ -310,6 +312,38 @@ class EventTimeRulesTest {
     squareThenFarSquare(harness);
     watermark(harness, 4000);
     assertThat(FenceIndexOperatorTest.view(harness).historyVersions()).as("none before 1000, the square until 3000").isEqualTo(2);
+  }
+
+  /**
+   * The objects' newest times as earlier releases wrote them, one element of union state per
+   * object, are read; the next checkpoint carries them on packed, and those are read too.
+   */
+  @Test
+  void theObjectsNewestTimesAnEarlierReleaseWroteAreRead() throws Exception {
+    OperatorSubtaskState earlier;
+    FenceIndexOperator earlierRelease = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, null, null, POLICY)
+        .writing(new FenceIndexState.Writing(StoredFenceSerializer.FORMAT_VERSION, true));
+    try (var harness = FenceIndexOperatorTest.harness(earlierRelease, 1, 0, "hashmap")) {
+      harness.open();
+      new FenceIndexOperatorTest.Source(harness).sendAllBuckets();
+      harness.processElement2(location("o1", 1000, 5, 5), 1000);
+      watermark(harness, 2000);
+      earlier = harness.snapshot(1, 2000);
+    }
+    OperatorSubtaskState packed;
+    try (var harness = harness("hashmap")) {
+      harness.initializeState(earlier);
+      harness.open();
+      harness.processElement2(location("o1", 900, 5, 5), 900);
+      assertThat(FenceIndexOperatorTest.view(harness).outOfOrderLocations()).as("older than o1's newest, restored").isEqualTo(1);
+      packed = harness.snapshot(2, 2000);
+    }
+    try (var harness = harness("hashmap")) {
+      harness.initializeState(packed);
+      harness.open();
+      harness.processElement2(location("o1", 950, 5, 5), 950);
+      assertThat(FenceIndexOperatorTest.view(harness).outOfOrderLocations()).as("and restored again, packed").isEqualTo(1);
+    }
   }
 
   private static FenceIndexOperator operator(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
