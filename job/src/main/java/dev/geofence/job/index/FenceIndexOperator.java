@@ -213,9 +213,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     getInternalTimerService(FenceIndexState.HISTORY_STATE, VoidNamespaceSerializer.INSTANCE, this);
     MailboxExecutor mailbox = getContainingTask().getMailboxExecutorFactory().createExecutor(TaskMailbox.MIN_PRIORITY);
     int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    KeyGroupRange own = ownKeyGroups();
     warmUp.open(source == null ? null : new SourceOfTruth(source, new FenceDecoder(geometryOptions, geometryFormat),
-        getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(), ownKeyGroups().getStartKeyGroup(),
-        ownKeyGroups().getEndKeyGroup(),
+        getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(), own.getStartKeyGroup(), own.getEndKeyGroup(),
         (action, what) -> mailbox.execute(action::run, what), warmUp, "fence-warm-up-" + subtask),
         source == null ? null : source.jdbcUrl(), readiness.streamLsn());
     // The episode's first row, so that a slow warm-up shows as it goes; a restore's comes with
