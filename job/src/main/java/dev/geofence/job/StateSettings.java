@@ -7,6 +7,7 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -39,6 +40,15 @@ import org.slf4j.LoggerFactory;
  * it, savepoints and RocksDB's files are about a quarter larger
  * (docs/adr/0007-rocksdb-files-uncompressed-in-64-kb-blocks.md). Like the block size it is written
  * per file, so files written compressed are read as they are.
+ *
+ * <p>Snapshot compression ({@code execution.checkpointing.snapshot-compression}) on: Flink 1.20
+ * reads operator state, and keyed state of full snapshots and canonical savepoints, through a
+ * stream that reads one byte at a time from what it wraps, without compression the file itself:
+ * a system call per byte. The objects' newest times, every one of which each subtask reads at a
+ * restore, cost a subtask 6.5 s at 200,000 objects that way and 27 ms compressed (Snappy reads the
+ * file in blocks; docs/adr/0010-snapshot-compression-on.md). RocksDB's own files (native
+ * savepoints, incremental checkpoints) are not affected; state written uncompressed is read as
+ * it is.
  *
  * <p>Flink's changelog backend cannot restore a savepoint in {@code NO_CLAIM} mode (Flink's
  * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under
@@ -79,8 +89,8 @@ public final class StateSettings {
   private StateSettings() {}
 
   /**
-   * Sets in {@code config} (what goes to Flink) the state backend, incremental checkpoints, the
-   * tolerated checkpoint failures, the changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
+   * Sets in {@code config} (what goes to Flink) the state backend, incremental checkpoints, snapshot
+   * compression, the tolerated checkpoint failures, the changelog and the restore's claim mode, from {@code options} (the cluster's configuration with
    * the command line over it).
    *
    */
@@ -92,6 +102,7 @@ public final class StateSettings {
       setUnlessSet(config, options, ROCKSDB_BLOCK_SIZE, DEFAULT_ROCKSDB_BLOCK_SIZE);
       setUnlessSet(config, options, ROCKSDB_COMPRESSION, DEFAULT_ROCKSDB_COMPRESSION);
     }
+    setUnlessSet(config, options, ExecutionOptions.SNAPSHOT_COMPRESSION, true);
     setUnlessSet(config, options, CheckpointingOptions.TOLERABLE_FAILURE_NUMBER,
         tolerableFailures(options.get(GeofenceOptions.CHECKPOINT_INTERVAL)));
     String savepoint = options.get(StateRecoveryOptions.SAVEPOINT_PATH);

@@ -6,6 +6,7 @@ import dev.geofence.connectors.config.GeofenceOptions;
 import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
@@ -31,6 +32,7 @@ class StateSettingsTest {
     assertThat(config.get(StateChangelogOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED)).as("10 min at 10 min").isEqualTo(3);
     assertThat(config.toMap()).containsEntry("state.backend.rocksdb.block.blocksize", "64 kb");
     assertThat(config.toMap()).containsEntry("state.backend.rocksdb.compression.per.level", "NO_COMPRESSION");
+    assertThat(config.get(ExecutionOptions.SNAPSHOT_COMPRESSION)).as("operator state read in blocks, not a byte at a time").isTrue();
   }
 
   @Test
@@ -57,11 +59,13 @@ class StateSettingsTest {
     Configuration options = options();
     options.set(GeofenceOptions.STATE_BACKEND, "hashmap");
     options.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
+    options.set(ExecutionOptions.SNAPSHOT_COMPRESSION, false);
     options.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "memory");
     options.setString("state.changelog.dstl.dfs.base-path", "s3://bucket/log");
     Configuration config = applied(options);
     assertThat(config.get(StateBackendOptions.STATE_BACKEND)).isEqualTo("hashmap");
     assertThat(config.getOptional(CheckpointingOptions.INCREMENTAL_CHECKPOINTS)).as("not overridden").isEmpty();
+    assertThat(config.getOptional(ExecutionOptions.SNAPSHOT_COMPRESSION)).as("not overridden").isEmpty();
     assertThat(config.toMap()).as("no RocksDB to configure").doesNotContainKey("state.backend.rocksdb.block.blocksize")
         .doesNotContainKey("state.backend.rocksdb.compression.per.level");
     assertThat(config.getOptional(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE)).isEmpty();

@@ -27,12 +27,11 @@ import org.apache.flink.runtime.state.KeyGroupRange;
  *
  * <p>The objects' newest times are packed, one element per subtask's share: every subtask reads
  * every share at a restore, and Flink reads operator state element by element, through a stream
- * that reads its source a byte at a time. With snapshot compression on, that source is Snappy's
- * decoder, which reads the file in blocks, and 200,000 objects cost a restoring subtask 27 ms
- * packed against 951 ms one element per object (and 6.5 s either way uncompressed, the default:
- * docs/performance/journal.md, "2026-12-05: operator state read a byte at a time"; ADR 0010 says
- * why compression is not yet the job's default). The form of earlier releases, one element per
- * object, is still read.
+ * that reads its source a byte at a time. Compressed (the job turns snapshot compression on), that
+ * source is Snappy's decoder, which reads the file in blocks, and 200,000 objects cost a restoring
+ * subtask 27 ms packed against 951 ms one element per object (and 6.5 s either way uncompressed:
+ * docs/performance/journal.md, "2026-12-05: operator state read a byte at a time"). The form of
+ * earlier releases, one element per object, is still read.
  */
 public final class FenceIndexUnionState {
 
