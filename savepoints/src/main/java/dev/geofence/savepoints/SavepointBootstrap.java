@@ -3,6 +3,7 @@ package dev.geofence.savepoints;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.BucketRead;
+import dev.geofence.connectors.source.ReplicationSlots;
 import dev.geofence.job.operator.Uids;
 import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.GeometryFormat;
@@ -13,8 +14,6 @@ import dev.geofence.state.snapshot.SnapshotBucket;
 import dev.geofence.state.snapshot.SnapshotFence;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.flink.api.common.RuntimeExecutionMode;
@@ -44,7 +43,7 @@ public final class SavepointBootstrap {
   public static Result write(Connection db, FenceTableColumns columns, String slot, String output, int maxParallelism,
       GeometryReadOptions geometryOptions, GeometryFormat geometryFormat, java.io.PrintStream progress)
       throws Exception {
-    createSlotIfMissing(db, slot);
+    ReplicationSlots.createIfMissing(db, slot);
     List<BootstrapRow> rows = new ArrayList<>();
     Progress reading = new Progress(progress, "read the fence database, rows", -1);
     BucketRead.Result read = BucketRead.read(db, columns, 1, 0, 0, change -> {
@@ -99,14 +98,5 @@ public final class SavepointBootstrap {
                 .transform(new FenceStateBootstrapper(geometryOptions, geometryFormat)))
         .write(output);
     env.execute("bootstrap " + output);
-  }
-
-  private static void createSlotIfMissing(Connection db, String slot) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement("SELECT pg_create_logical_replication_slot(?, 'pgoutput')"
-        + " WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = ?)")) {
-      s.setString(1, slot);
-      s.setString(2, slot);
-      s.execute();
-    }
   }
 }

@@ -6,6 +6,7 @@ import dev.geofence.connectors.config.CommandLine;
 import dev.geofence.connectors.config.Flag;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.connectors.source.ReplicationSlots;
 import dev.geofence.job.GeneratedFences;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
@@ -134,7 +135,7 @@ final class Demo {
       out.printf("[demo] %d fences from the last run are in PostgreSQL%n", present);
     }
 
-    if (savepoint == null && dropSlot(db)) {
+    if (savepoint == null && ReplicationSlots.dropIfUnused(db, SLOT)) {
       // Without a savepoint the job snapshots the table afresh; the last run's slot would only
       // replay what that snapshot reads anyway.
       out.println("[demo] the last run left no savepoint: starting afresh from the table");
@@ -264,17 +265,6 @@ final class Demo {
       return Files.getLastModifiedTime(path.resolve("_metadata"));
     } catch (IOException e) {
       return FileTime.fromMillis(0);
-    }
-  }
-
-  /** Drops the demo's replication slot if a previous run left it; true if it did. */
-  private static boolean dropSlot(Connection db) throws Exception {
-    try (PreparedStatement drop = db.prepareStatement(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ?")) {
-      drop.setString(1, SLOT);
-      try (ResultSet r = drop.executeQuery()) {
-        return r.next();
-      }
     }
   }
 
