@@ -33,7 +33,9 @@ load_fences() {  # load_fences N
   sql "INSERT INTO fences (id, geom) SELECT 'f-' || g,
       ST_SetSRID(ST_Buffer(ST_MakePoint(random() * 30, random() * 30), 0.002 + random() * 0.018, 24), 4326)
       FROM generate_series(1, $1) g"
-  $PSQL -d bench --single-transaction -f docker/sql/source/fence-versioning.sql >/dev/null 2>&1
+  # GEOFENCE_BENCH_VERSIONING: another version of the source contract to load the fences under
+  # (a prototype of one, measured against this tree's in two runs).
+  $PSQL -d bench --single-transaction -f "${GEOFENCE_BENCH_VERSIONING:-docker/sql/source/fence-versioning.sql}" >/dev/null 2>&1
   sql "VACUUM ANALYZE fences"
 }
 
