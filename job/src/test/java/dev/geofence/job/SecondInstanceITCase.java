@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.geofence.connectors.source.ReplicationSlots;
+import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.job.testing.Waiting;
 import java.sql.Connection;
@@ -59,7 +60,7 @@ class SecondInstanceITCase extends EndToEndFixture {
     assertThat(warmUps.stream().mapToLong(Episode::editsReplayed).sum()).as("edits caught up on").isPositive();
     assertThat(blue.getJobStatus().get()).as("the first instance runs on").isEqualTo(JobStatus.RUNNING);
     try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
-      assertThat(ReplicationSlots.exists(admin, blueSlot)).isTrue();
+      assertThat(SlotProbe.read(admin, blueSlot).exists()).isTrue();
       assertThatThrownBy(() -> ReplicationSlots.dropIfUnused(admin, blueSlot))
           .as("the first instance still reads its slot").isInstanceOf(IllegalStateException.class);
     }
@@ -75,7 +76,7 @@ class SecondInstanceITCase extends EndToEndFixture {
           return false;
         }
       });
-      assertThat(ReplicationSlots.exists(admin, blueSlot)).isFalse();
+      assertThat(SlotProbe.read(admin, blueSlot).exists()).isFalse();
     }
     placeFences(11, 15);
     moveObjects();

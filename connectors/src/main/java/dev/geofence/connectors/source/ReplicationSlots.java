@@ -42,11 +42,11 @@ public final class ReplicationSlots {
    *     exist, {@code to} does, or the server cannot copy it
    */
   public static void copy(Connection db, String from, String to) throws SQLException {
-    if (exists(db, to)) {
+    if (SlotProbe.read(db, to).exists()) {
       throw new IllegalStateException("cannot copy the replication slot " + from + " into " + to + ": " + to + " exists already"
           + " (drop it if no instance of the job reads it)");
     }
-    if (!exists(db, from)) {
+    if (!SlotProbe.read(db, from).exists()) {
       throw new IllegalStateException("cannot copy the replication slot " + from + " into " + to + ": " + from + " does not exist");
     }
     try (PreparedStatement s = db.prepareStatement("SELECT pg_copy_logical_replication_slot(?, ?)")) {
@@ -77,15 +77,6 @@ public final class ReplicationSlots {
     }
     try (PreparedStatement s = db.prepareStatement(
         "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ? AND NOT active")) {
-      s.setString(1, name);
-      try (ResultSet r = s.executeQuery()) {
-        return r.next();
-      }
-    }
-  }
-
-  public static boolean exists(Connection db, String name) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement("SELECT 1 FROM pg_replication_slots WHERE slot_name = ?")) {
       s.setString(1, name);
       try (ResultSet r = s.executeQuery()) {
         return r.next();

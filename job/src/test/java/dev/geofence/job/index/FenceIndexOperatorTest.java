@@ -18,9 +18,12 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.List;
+import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.checkpoint.SavepointType;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
@@ -397,7 +400,7 @@ class FenceIndexOperatorTest {
       harness.open();
       Source source = new Source(harness);
       source.sendAllBuckets();
-      java.util.SplittableRandom random = new java.util.SplittableRandom(7);
+      SplittableRandom random = new SplittableRandom(7);
       for (int i = 1; i <= 2_000; i++) {
         String id = "f" + random.nextInt(300);
         long seq = seqs.merge(id, 1L, Long::sum);
@@ -408,8 +411,8 @@ class FenceIndexOperatorTest {
           harness.processBothWatermarks(new Watermark(10L * i));
         }
       }
-      savepoint = harness.snapshotWithLocalState(1, 20_000, org.apache.flink.runtime.checkpoint.SavepointType.savepoint(
-          org.apache.flink.core.execution.SavepointFormatType.CANONICAL)).getJobManagerOwnedState();
+      savepoint = harness.snapshotWithLocalState(1, 20_000, SavepointType.savepoint(SavepointFormatType.CANONICAL))
+          .getJobManagerOwnedState();
     }
     Map<String, Long> held = new HashMap<>();
     for (int subtask = 0; subtask < 3; subtask++) {
