@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.job.testing.EndToEndFixture;
 import java.io.File;
+import java.io.IOException;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
@@ -12,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -149,10 +151,22 @@ class SessionClusterITCase extends EndToEndFixture {
     return m.group(1);
   }
 
+  /**
+   * A port free now, below Linux's ephemeral range (32768 and up): the cluster's processes bind
+   * ports of that range for themselves while they start, and once took the REST port chosen there
+   * before the REST endpoint bound it.
+   */
   private static int freePort() throws Exception {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      return socket.getLocalPort();
+    SplittableRandom random = new SplittableRandom();
+    for (int attempt = 0; attempt < 1_000; attempt++) {
+      int port = random.nextInt(20_000, 32_000);
+      try (ServerSocket socket = new ServerSocket(port)) {
+        return socket.getLocalPort();
+      } catch (IOException taken) {
+        // in use: another one
+      }
     }
+    throw new IllegalStateException("no free port between 20000 and 32000");
   }
 
   /** The ends of the cluster's logs, so that a failure in CI explains itself. */
