@@ -82,3 +82,21 @@ CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (ins
 -- (its rows keep working: the defaults say no re-read happened).
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS buckets_reread bigint NOT NULL DEFAULT 0;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;
+
+-- Which instance of the job writes the outputs (docs/design.md#blue-green-deploys): one row per job
+-- name, kept by jobs run with geofence.handover.enabled. The writer writes triggers and presence of
+-- event times before its lease (writes_until), extending it as it goes while no handover is asked
+-- for; asking freezes the lease as handover_at (T): the writer keeps the triggers before T, the
+-- next writer takes those from T on, and becomes the writer once every subtask of the old one has
+-- committed its share (writer_done). writer_since is the T its writer took over at.
+CREATE TABLE IF NOT EXISTS geofence_handover (
+    job_name           text PRIMARY KEY,
+    writer             text NOT NULL,           -- the Flink job id of the instance writing the outputs
+    writer_parallelism int NOT NULL,
+    writer_since       timestamptz,             -- null when it took the outputs over without a handover
+    writes_until       timestamptz,             -- the writer's lease (event time); null before its first trigger
+    next_writer        text,                    -- the instance taking over, once asked
+    handover_at        timestamptz,             -- T, the lease frozen by the ask
+    writer_done        int[] NOT NULL DEFAULT '{}', -- the writer's subtasks that committed all before T
+    updated_at         timestamptz NOT NULL DEFAULT now()
+);

@@ -21,6 +21,7 @@ GRANT SELECT ON fences, fence_tombstones, fence_stats, fence_bucket_stats, fence
 GRANT INSERT, UPDATE ON fence_heartbeat TO geofence_job;
 GRANT SELECT, INSERT, UPDATE, DELETE ON geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history
     TO geofence_job;
+GRANT SELECT, INSERT, UPDATE ON geofence_handover TO geofence_job;
 
 -- The readers of the outputs (the Flink SQL tables of docker/sql/flink): SELECT on them, nothing
 -- else. Give it a password of your own: ALTER ROLE geofence_reader PASSWORD '...';
@@ -33,5 +34,5 @@ BEGIN
 END $$;
 
 GRANT USAGE ON SCHEMA public TO geofence_reader;
-GRANT SELECT ON geofence_triggers, geofence_triggers_text, geofence_presence, geofence_dead_letters, hydration_history
-    TO geofence_reader;
+GRANT SELECT ON geofence_triggers, geofence_triggers_text, geofence_presence, geofence_dead_letters, hydration_history,
+    geofence_handover TO geofence_reader;

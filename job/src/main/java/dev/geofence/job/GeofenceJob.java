@@ -6,6 +6,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.job.handover.HandoverGate;
 import dev.geofence.job.hold.GatedLocationSource;
 import dev.geofence.job.index.FenceIndexOperator;
 import dev.geofence.job.operator.Uids;
@@ -22,6 +23,7 @@ import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.DataStreamSource;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
@@ -50,12 +52,14 @@ public final class GeofenceJob {
    *     heartbeatInterval}
    * @param sourceOfTruth where the fence database is, for the gap check on restore
    * @param triggersTopic where the triggers also go (a topic, exactly once), or null
+   * @param handover how this instance shares the outputs with another one, or null to write them
+   *     all without a handover row
    */
   public record Endpoints(
       Source<FenceChange, ?, ?> fences, Source<String, ?, ?> locations, Sink<GeofenceTrigger> triggers,
       Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
       Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth,
-      Sink<GeofenceTrigger> triggersTopic) {
+      Sink<GeofenceTrigger> triggersTopic, Handover handover) {
 
     /** Endpoints without a triggers topic. */
     public Endpoints(
@@ -63,15 +67,31 @@ public final class GeofenceJob {
         Sink<GeofenceTrigger> presence, Sink<DeadLetter> deadLetters, Sink<HydrationEpisode> hydrationHistory,
         Sink<Long> heartbeats, Duration heartbeatInterval, FenceSourceOptions sourceOfTruth) {
       this(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats, heartbeatInterval, sourceOfTruth,
-          null);
+          null, null);
     }
 
     /** These endpoints, the triggers also going to {@code sink} (a topic, exactly once). */
     public Endpoints withTriggersTopic(Sink<GeofenceTrigger> sink) {
       return new Endpoints(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats,
-          heartbeatInterval, sourceOfTruth, sink);
+          heartbeatInterval, sourceOfTruth, sink, handover);
+    }
+
+    /** These endpoints, the outputs written as {@code handover} shares them. */
+    public Endpoints withHandover(Handover handover) {
+      return new Endpoints(fences, locations, triggers, presence, deadLetters, hydrationHistory, heartbeats,
+          heartbeatInterval, sourceOfTruth, triggersTopic, handover);
     }
   }
+
+  /**
+   * How an instance shares the outputs with another while both run (a blue/green deploy): through
+   * the {@code geofence_handover} row in the output database ({@link HandoverGate}).
+   *
+   * @param outputs the output database, which holds the row
+   * @param standby whether this instance starts as the standby of the running one, writing nothing
+   *     until that one hands over; otherwise it takes the outputs over at once
+   */
+  public record Handover(JdbcConnectionOptions outputs, boolean standby) {}
 
   /** Max parallelism when the environment sets none; it must divide the 4096 fence buckets. */
   public static final int DEFAULT_MAX_PARALLELISM = 128;
@@ -166,10 +186,20 @@ public final class GeofenceJob {
         .name("fence_heartbeat")
         .setParallelism(1);
 
-    triggers.sinkTo(endpoints.triggers()).uid(Uids.TRIGGERS_SINK).name("geofence_triggers");
-    triggers.sinkTo(endpoints.presence()).uid(Uids.PRESENCE_SINK).name("geofence_presence");
+    DataStream<GeofenceTrigger> written = triggers;
+    DataStream<GeofenceTrigger> presence = triggers;
+    if (endpoints.handover() != null) {
+      SingleOutputStreamOperator<GeofenceTrigger> share = triggers
+          .transform("Handover", TypeInformation.of(GeofenceTrigger.class), new HandoverGate(endpoints.handover().outputs(),
+              endpoints.handover().standby(), settings.timePolicy().allowedLateness().toMillis()))
+          .uid(Uids.HANDOVER);
+      written = share;
+      presence = share.getSideOutput(HandoverGate.PRESENCE);
+    }
+    written.sinkTo(endpoints.triggers()).uid(Uids.TRIGGERS_SINK).name("geofence_triggers");
+    presence.sinkTo(endpoints.presence()).uid(Uids.PRESENCE_SINK).name("geofence_presence");
     if (endpoints.triggersTopic() != null) {
-      triggers.sinkTo(endpoints.triggersTopic()).uid(Uids.TRIGGERS_TOPIC_SINK).name("Triggers topic");
+      written.sinkTo(endpoints.triggersTopic()).uid(Uids.TRIGGERS_TOPIC_SINK).name("Triggers topic");
     }
     triggers.getSideOutput(FenceIndexOperator.DEAD_LETTERS)
         .union(locations.getSideOutput(ParseLocations.DEAD_LETTERS))

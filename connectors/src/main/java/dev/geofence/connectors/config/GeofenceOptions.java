@@ -155,6 +155,14 @@ public final class GeofenceOptions {
       .defaultValue(Duration.ofDays(30))
       .withDescription("How long hydration_history keeps its rows.");
 
+  public static final ConfigOption<Boolean> HANDOVER = key("geofence.handover.enabled").booleanType().defaultValue(false)
+      .withDescription("Share the outputs through the geofence_handover row, so that a later deploy can start the next"
+          + " instance beside this one and hand the outputs over without a pause (docs/deployment.md, blue/green).");
+
+  public static final ConfigOption<Boolean> STANDBY = key("geofence.handover.standby").booleanType().defaultValue(false)
+      .withDescription("Start as the standby of the running instance of the same job name: evaluate everything, write"
+          + " nothing until that one hands the outputs over (the deploy command asks it to). Implies the handover.");
+
   // ---- the job: Flink's own keys, with the job's defaults -------------------------------------------
 
   public static final ConfigOption<String> JOB_NAME = key(PipelineOptions.NAME.key()).stringType().defaultValue("geofence")

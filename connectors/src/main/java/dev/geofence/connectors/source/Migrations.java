@@ -35,7 +35,8 @@ public final class Migrations {
   private static final String OUTPUTS = "sql/sink/geofence-outputs.sql";
   private static final String JOB_ROLE = "sql/source/geofence-role.sql";
   private static final String[] OUTPUT_TABLES =
-      {"geofence_triggers", "geofence_triggers_text", "geofence_presence", "geofence_dead_letters", "hydration_history"};
+      {"geofence_triggers", "geofence_triggers_text", "geofence_presence", "geofence_dead_letters", "hydration_history",
+          "geofence_handover"};
   /** The newest column of each output table that has gained columns since its first release. */
   private static final String[][] NEWEST_COLUMNS = {{"hydration_history", "reread_reason"}};
 
@@ -56,7 +57,7 @@ public final class Migrations {
     execute(connection, VERSIONING);
   }
 
-  /** The job's output tables: triggers, presence, dead letters, hydration history. */
+  /** The job's output tables: triggers, presence, dead letters, hydration history, handover. */
   public static void applyOutputs(Connection connection) throws SQLException {
     execute(connection, OUTPUTS);
   }

@@ -36,6 +36,7 @@ import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.JobManagerOptions;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.MetricOptions;
@@ -100,8 +101,10 @@ public final class GeofenceCommand {
       Flag.duration("sink-batch-interval", GeofenceOptions.SINK_BATCH_INTERVAL),
       Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
       Flag.text("triggers-transactional-id", "PREFIX", GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID)
-          .defaultingTo("the job name and -triggers"),
+          .defaultingTo("the job name and -triggers (a standby's: and the time it started)"),
       Flag.duration("hydration-retention", GeofenceOptions.HYDRATION_RETENTION),
+      Flag.toggle("handover", GeofenceOptions.HANDOVER),
+      Flag.toggle("standby", GeofenceOptions.STANDBY),
       Flag.number("parallelism", "N", GeofenceOptions.PARALLELISM).defaultingTo("the cluster's"),
       Flag.text("checkpoint-dir", "URI", GeofenceOptions.CHECKPOINT_DIR),
       Flag.duration("checkpoint-interval", GeofenceOptions.CHECKPOINT_INTERVAL),
@@ -117,6 +120,7 @@ public final class GeofenceCommand {
       "Usage: java -jar geofence-job.jar run [options]      (or: flink run geofence-job.jar run [options])",
       "       java -jar geofence-job.jar demo [options]     (everything on this machine; demo --help)",
       "       java -jar geofence-job.jar ready --rest-url URL [--job NAME] (exit 0 when the index is ready; for readiness probes)",
+      "       java -jar geofence-job.jar deploy --rest-url URL --from-job ID --new-slot NAME [options of run] (blue/green; deploy --help)",
       "",
       "Runs the geofence job: fences from PostgreSQL through CDC, locations from Kafka, files or a",
       "generator, ENTER/EXIT triggers into PostgreSQL tables. The password of the fence database is",
@@ -142,7 +146,8 @@ public final class GeofenceCommand {
     }
   }
 
-  static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
+  /** Runs a command as {@code main} does, printing to {@code out} and {@code err}; returns the exit status. */
+  public static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
     if (args.length == 0 || args[0].equals("--help") || args[0].equals("-h") || args[0].equals("help")) {
       out.println(HELP);
       return args.length == 0 ? 2 : 0;
@@ -165,8 +170,11 @@ public final class GeofenceCommand {
           return 0;
         case "ready":
           return ReadinessProbe.command(args, out, err);
+        case "deploy":
+          return Deploy.run(args, out, err);
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run, demo and ready (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are run, demo, ready and deploy"
+              + " (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence: " + e.getMessage());
@@ -208,13 +216,20 @@ public final class GeofenceCommand {
     String group = RUN.get(options, GeofenceOptions.LOCATIONS_GROUP);
     Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group,
         restored);
+    boolean standby = RUN.get(options, GeofenceOptions.STANDBY);
     String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
       String[] topic = kafkaTopic("--triggers-topic", triggersTopicSpec);
       String transactionalId = RUN.get(options, GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID);
-      triggersTopic = KafkaOutputs.triggers(topic[0], topic[1], transactionalId == null ? jobName + "-triggers" : transactionalId,
+      // A standby writes beside the running instance, whose transactions it must not fence: a
+      // prefix of its own, by default the job's with the time it was started.
+      String defaultId = jobName + "-triggers" + (standby ? "-" + System.currentTimeMillis() : "");
+      triggersTopic = KafkaOutputs.triggers(topic[0], topic[1], transactionalId == null ? defaultId : transactionalId,
           KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
+      if (standby) {
+        triggersTopic = KafkaOutputs.forStandby(triggersTopic);
+      }
     }
     String sinkUrl = RUN.get(options, GeofenceOptions.SINK_URL);
     sinkUrl = sinkUrl == null ? fences.jdbcUrl() : sinkUrl;
@@ -252,7 +267,9 @@ public final class GeofenceCommand {
     config.set(PipelineOptions.NAME, jobName);
     StateSettings.apply(config, options);
     embeddedCluster(config, options, RUN.get(options, GeofenceOptions.BIND_ADDRESS));
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
+    // deploy submits to a session cluster from here; run lets Flink's context (or java -jar's) decide.
+    StreamExecutionEnvironment env = "remote".equals(config.get(DeploymentOptions.TARGET))
+        ? new StreamExecutionEnvironment(config) : StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.enableCheckpointing(checkpointInterval.toMillis());
     if (parallelism != null) {
       env.setParallelism(parallelism);
@@ -270,6 +287,9 @@ public final class GeofenceCommand {
             fences);
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
+    }
+    if (standby || RUN.get(options, GeofenceOptions.HANDOVER)) {
+      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby));
     }
 
     // The output tables come from the shipped migration, unless they exist (a least-privileged

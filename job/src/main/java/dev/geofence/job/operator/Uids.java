@@ -17,6 +17,7 @@ public final class Uids {
   public static final String HEARTBEAT_TICKS = "heartbeat-ticks";
   public static final String HEARTBEAT_SINK = "heartbeat-sink";
   public static final String HYDRATION_SINK = "hydration-history-sink";
+  public static final String HANDOVER = "handover";
 
   private Uids() {}
 }

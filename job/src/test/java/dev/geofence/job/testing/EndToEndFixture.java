@@ -162,6 +162,9 @@ public abstract class EndToEndFixture {
    */
   public LocationsTopic locationsTopic;
   public long checkpointIntervalMs = 1000;
+  /** Whether the next job started shares its outputs through {@code geofence_handover}, and starts as a standby. */
+  public boolean handover;
+  public boolean standby;
   /** The fences table and its column names, when not the migration's. */
   public FenceTableColumns columns = FenceTableColumns.defaults();
   /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
@@ -334,6 +337,9 @@ public abstract class EndToEndFixture {
             source);
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
+    }
+    if (handover || standby) {
+      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby));
     }
     GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy)
         .maxHeldLocations(maxHeldLocations).build());

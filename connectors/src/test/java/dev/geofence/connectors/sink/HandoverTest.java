@@ -1,0 +1,61 @@
+package dev.geofence.connectors.sink;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.geofence.connectors.source.Migrations;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.sql.Connection;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The rules of the handover row on a real server, each an update whose WHERE clause keeps it: an
+ * ask freezes the writer's lease, which it can then no longer extend; the next writer's lease grows
+ * from T; the next writer becomes the writer only once every subtask of the old one is done; a
+ * failover of the writer keeps a handover under way, a classic restore takes the outputs over.
+ */
+class HandoverTest {
+
+  @Test
+  void anAskFreezesTheLeaseAndTheNextWriterTakesOverOnlyOnceTheOldOneIsDone() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.start(); Connection db = pg.getPostgresDatabase().getConnection()) {
+      Migrations.applyOutputs(db);
+      assertThat(Handover.read(db, "geo")).isEmpty();
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "green")).isInstanceOf(IllegalStateException.class)
+          .hasMessage("cannot hand the outputs over to green: no instance of geo keeps a handover row"
+              + " (is geofence.handover.enabled set?)");
+
+      Handover.Row claimed = Handover.claim(db, "geo", "blue", 2);
+      assertThat(claimed.writer()).isEqualTo("blue");
+      assertThat(claimed.writesUntil()).isEqualTo(Handover.NONE);
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "green")).hasMessageContaining("has written no trigger yet");
+      assertThat(Handover.extend(db, "geo", "blue", 10_000)).isEqualTo(10_000);
+      assertThat(Handover.extend(db, "geo", "blue", 5_000)).as("a lease never shrinks").isEqualTo(10_000);
+      assertThat(Handover.extend(db, "geo", "green", 50_000)).as("only the writer extends it").isEqualTo(Handover.NONE);
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "red", "green"))
+          .hasMessage("cannot hand the outputs over to green: the outputs of geo are written by blue, not red");
+
+      assertThat(Handover.ask(db, "geo", "blue", "green")).as("T is the frozen lease").isEqualTo(10_000);
+      assertThat(Handover.extend(db, "geo", "blue", 20_000)).as("the old writer's lease is frozen").isEqualTo(Handover.NONE);
+      assertThat(Handover.extend(db, "geo", "green", 30_000)).as("the next writer's grows from T").isEqualTo(30_000);
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "red")).hasMessageContaining("a handover to green is under way");
+      // A failover of the old writer claims again: the handover under way stays.
+      assertThat(Handover.claim(db, "geo", "blue", 2).nextWriter()).isEqualTo("green");
+
+      Handover.markDone(db, "geo", "blue", 0);
+      Handover.markDone(db, "geo", "blue", 0);
+      assertThat(Handover.read(db, "geo").orElseThrow().writerDone()).as("one of two subtasks, said twice").isFalse();
+      assertThat(Handover.takeOver(db, "geo", "green", 3)).isFalse();
+      Handover.markDone(db, "geo", "blue", 1);
+      assertThat(Handover.read(db, "geo").orElseThrow().writerDone()).isTrue();
+      assertThat(Handover.takeOver(db, "geo", "green", 3)).isTrue();
+      Handover.Row taken = Handover.read(db, "geo").orElseThrow();
+      assertThat(taken).isEqualTo(new Handover.Row("green", 3, 10_000, 30_000, null, Handover.NONE, 0));
+      assertThat(Handover.takeOver(db, "geo", "green", 3)).as("said again by another subtask").isTrue();
+
+      // A classic restore (a new instance, not a standby) takes the outputs over at once.
+      assertThat(Handover.claim(db, "geo", "purple", 1))
+          .isEqualTo(new Handover.Row("purple", 1, Handover.NONE, 30_000, null, Handover.NONE, 0));
+    }
+  }
+}

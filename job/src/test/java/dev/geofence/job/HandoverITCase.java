@@ -1,0 +1,378 @@
+package dev.geofence.job;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.geofence.connectors.kafka.KafkaBroker;
+import dev.geofence.connectors.sink.Handover;
+import dev.geofence.connectors.sink.KafkaOutputs;
+import dev.geofence.connectors.source.ReplicationSlots;
+import dev.geofence.connectors.source.SlotProbe;
+import dev.geofence.job.cli.GeofenceCommand;
+import dev.geofence.job.testing.EndToEndFixture;
+import dev.geofence.job.testing.Waiting;
+import dev.geofence.state.time.LocationTimePolicy;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A blue/green deploy with the handover, through the real parts: objects cross fences and fences
+ * are edited all along, while a second instance starts beside the first from a savepoint taken
+ * without stopping, on a slot copied from the first one's, is asked to take over at the first's
+ * frozen lease T and does once the first has committed every trigger before T; the first is then
+ * cancelled and its slot dropped. A standby killed during its warm-up first changes nothing. The
+ * triggers in the table and in the topic ({@code read_committed}) are the oracle's, each once; the
+ * presence is the oracle's; the index passes the three-way check. Then a classic deploy (stop with
+ * a savepoint, restore) under the same workload, for comparison: the test prints the longest
+ * stretch of wall time without a trigger written, in steady state and across each deploy.
+ */
+class HandoverITCase extends EndToEndFixture {
+
+  private static final String JOB = "geofence-it";
+
+  @Test
+  void aBlueGreenDeployHandsTheOutputsOverWithEveryTriggerWrittenOnce() throws Exception {
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      kafka.createTopic("triggers", 2);
+      database("handover", 35);
+      // A short lateness: the first instance's share is whole this long after T.
+      timePolicy = new LocationTimePolicy(Duration.ofSeconds(2), LocationTimePolicy.defaults().maxClockSkew());
+      handover = true;
+      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
+      placeFences(0, 30);
+      JobClient blue = start(1, "rocksdb");
+      String blueSlot = slot;
+
+      try (Arrivals arrivals = new Arrivals(url, kafka.bootstrapServers());
+          Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        Workload workload = new Workload();
+        long steadyFrom = System.currentTimeMillis();
+        Thread.sleep(8_000);
+        long steadyTo = System.currentTimeMillis();
+
+        // A standby killed during its warm-up: the running instance serves on, the slot goes.
+        ReplicationSlots.copy(admin, blueSlot, blueSlot + "_lost");
+        String early = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
+        slot = blueSlot + "_lost";
+        standby = true;
+        triggersTopic = KafkaOutputs.forStandby(
+            KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "lost", Duration.ofMinutes(5)));
+        JobClient lost = launch(1, "rocksdb", early);
+        Thread.sleep(1_000);
+        assertThat(episodes(lost)).as("killed before it was ready").noneMatch(e -> e.hydratedAt() != 0);
+        lost.cancel().get();
+        Waiting.until("the lost standby to stop", PATIENCE, () -> lost.getJobStatus().get().isGloballyTerminalState());
+        awaitDropped(admin, blueSlot + "_lost");
+        assertThat(Handover.read(admin, JOB).orElseThrow().writer()).isEqualTo(blue.getJobID().toString());
+
+        // The deploy: slot, savepoint without a stop, the standby, ready, the handover, the old one gone.
+        long blueGreenFrom = System.currentTimeMillis();
+        String greenSlot = blueSlot + "_green";
+        ReplicationSlots.copy(admin, blueSlot, greenSlot);
+        String savepoint = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
+        slot = greenSlot;
+        triggersTopic = KafkaOutputs.forStandby(
+            KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "green", Duration.ofMinutes(5)));
+        JobClient green = launch(1, "rocksdb", savepoint);
+        Waiting.until("the standby to be ready", PATIENCE, () -> episodes(green),
+            rows -> !rows.isEmpty() && rows.stream().allMatch(e -> e.hydratedAt() != 0));
+        String blueId = blue.getJobID().toString();
+        String greenId = green.getJobID().toString();
+        long t = Handover.ask(admin, JOB, blueId, greenId);
+        Handover.Row taken = Waiting.until("the standby to take over", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
+            row -> row.writer().equals(greenId));
+        assertThat(taken.writerSince()).as("the new writer's share begins at T").isEqualTo(t);
+        assertThat(blue.getJobStatus().get()).as("the old instance served to the end").isEqualTo(JobStatus.RUNNING);
+        assertThat(episodes(blue)).as("the standby's start fenced none of the old instance's transactions").hasSize(1);
+        blue.cancel().get();
+        Waiting.until("the old instance to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
+        awaitDropped(admin, blueSlot);
+        long blueGreenTo = System.currentTimeMillis() + 3_000;
+        Thread.sleep(3_000);
+
+        // The classic deploy under the same workload: stop with a savepoint, restore.
+        long classicFrom = System.currentTimeMillis();
+        String stopped = stopWithSavepoint(green);
+        standby = false;
+        triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "classic", Duration.ofMinutes(5));
+        JobClient classic = launch(1, "rocksdb", stopped);
+        Waiting.until("the restored job to be ready", PATIENCE, () -> episodes(classic),
+            rows -> !rows.isEmpty() && rows.stream().allMatch(e -> e.hydratedAt() != 0));
+        Thread.sleep(3_000);
+        long classicTo = System.currentTimeMillis();
+        assertThat(Handover.read(admin, JOB).orElseThrow().writer()).as("a classic restore takes the outputs over")
+            .isEqualTo(classic.getJobID().toString());
+
+        workload.stop();
+        moveObjects();
+        assertTriggersAsOracle();
+        assertPresenceAsOracle();
+        threeWayCheck("handover", 2_000);
+        assertTriggersAsOracle();
+        Set<String> table = triggerIds();
+        Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
+            () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
+        assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
+            .as("triggers in the topic more than once").isEmpty();
+
+        System.out.printf("Handover: %d triggers over %d s; T %d ms after the ask's wall time%n", table.size(),
+            (classicTo - steadyFrom) / 1000, t - blueGreenFrom);
+        System.out.printf("Longest stretch without a trigger written, ms (table / topic):%n");
+        System.out.printf("  steady state  %6d / %6d%n", arrivals.table.longestGap(steadyFrom, steadyTo),
+            arrivals.topic.longestGap(steadyFrom, steadyTo));
+        System.out.printf("  blue/green    %6d / %6d%n", arrivals.table.longestGap(blueGreenFrom, blueGreenTo),
+            arrivals.topic.longestGap(blueGreenFrom, blueGreenTo));
+        System.out.printf("  classic       %6d / %6d%n", arrivals.table.longestGap(classicFrom, classicTo),
+            arrivals.topic.longestGap(classicFrom, classicTo));
+      }
+    }
+  }
+
+  /**
+   * The {@code deploy} command does the same against the cluster's REST API, as a user runs it:
+   * a deploy naming a job that does not write the outputs exits 3 and changes nothing; one whose
+   * new job is not ready in time exits 5, cancels that job and drops its slot while the old one
+   * serves on; a whole one exits 0 with the new job writing the outputs, the old one cancelled and
+   * its slot dropped, and every trigger once in the table and the topic.
+   */
+  @Test
+  void theDeployCommandHandsOverOnTheClusterAndLeavesTheOldJobServingWhenTheNewOneIsNotReady() throws Exception {
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      kafka.createTopic("triggers", 2);
+      database("deploy", 36);
+      timePolicy = new LocationTimePolicy(Duration.ofSeconds(2), LocationTimePolicy.defaults().maxClockSkew());
+      handover = true;
+      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
+      placeFences(0, 30);
+      JobClient blue = start(1, "rocksdb");
+      String blueId = blue.getJobID().toString();
+      Configuration client = FLINK.getClientConfiguration();
+      String restUrl = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT);
+      List<String> common = List.of("--rest-url", restUrl, "--slot", slot, "--source-url", url, "--source-user", "postgres",
+          "--locations", "file:" + inbox, "--parallelism", "1", "--checkpoint-interval", "1 s",
+          "--heartbeat-interval", "300 ms", "--allowed-lateness", "2 s", "--state-backend", "rocksdb",
+          "--checkpoint-dir", temp.resolve("checkpoints").toUri().toString(),
+          "--savepoint-dir", temp.resolve("savepoints").toUri().toString(),
+          "--triggers-topic", kafka.bootstrapServers() + "/triggers");
+
+      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        Workload workload = new Workload();
+        Command wrongName = deploy(common, "--from-job", blueId, "--new-slot", slot + "_green", "--job-name", "other");
+        assertThat(wrongName.status()).as(wrongName.err()).isEqualTo(3);
+        assertThat(wrongName.err()).contains("is named 'geofence-it', not 'other'");
+
+        Command notReady = deploy(common, "--from-job", blueId, "--new-slot", slot + "_green", "--job-name", JOB,
+            "--ready-timeout", "1 ms");
+        assertThat(notReady.status()).as(notReady.out() + notReady.err()).isEqualTo(5);
+        assertThat(notReady.err()).contains("was not ready within", "the new job is cancelled, its slot dropped, job " + blueId
+            + " serves on");
+        assertThat(SlotProbe.read(admin, slot + "_green").exists()).as("the new job's slot dropped").isFalse();
+        assertThat(blue.getJobStatus().get()).isEqualTo(JobStatus.RUNNING);
+        assertThat(Handover.read(admin, JOB).orElseThrow().writer()).isEqualTo(blueId);
+
+        Command deployed = deploy(common, "--from-job", blueId, "--new-slot", slot + "_green", "--job-name", JOB);
+        assertThat(deployed.status()).as(deployed.out() + deployed.err()).isZero();
+        assertThat(deployed.out()).contains("- Copying the replication slot " + slot + " into " + slot + "_green",
+            "- Handing the outputs over", "Deployed: job ");
+        Waiting.until("the old job to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
+        assertThat(blue.getJobStatus().get()).isEqualTo(JobStatus.CANCELED);
+        assertThat(SlotProbe.read(admin, slot).exists()).as("the old job's slot dropped").isFalse();
+        String greenId = Handover.read(admin, JOB).orElseThrow().writer();
+        assertThat(deployed.out()).contains("Deployed: job " + greenId + " on slot " + slot + "_green");
+        Thread.sleep(3_000);
+        workload.stop();
+        slot = slot + "_green";
+        moveObjects();
+        assertTriggersAsOracle();
+        assertPresenceAsOracle();
+        Set<String> table = triggerIds();
+        Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
+            () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
+        assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
+            .as("triggers in the topic more than once").isEmpty();
+        System.out.println(deployed.out());
+        // The new job is the cluster's, not the fixture's: cancelled here, before the next case.
+        HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(restUrl + "/jobs/" + greenId + "?mode=cancel"))
+            .method("PATCH", HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
+      }
+    }
+  }
+
+  private record Command(int status, String out, String err) {}
+
+  private static Command deploy(List<String> common, String... options) throws Exception {
+    List<String> args = new ArrayList<>(List.of("deploy"));
+    args.addAll(common);
+    args.addAll(List.of(options));
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int status = GeofenceCommand.run(args.toArray(String[]::new), new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    return new Command(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  private static void awaitDropped(Connection admin, String slot) throws Exception {
+    Waiting.until("the slot " + slot + " to be let go of and dropped", PATIENCE, () -> {
+      try {
+        return ReplicationSlots.dropIfUnused(admin, slot);
+      } catch (IllegalStateException stillRead) {
+        return false;
+      }
+    });
+  }
+
+  /** Objects move and fences are edited until stopped, as the oracle expects them. */
+  private final class Workload {
+
+    private final AtomicBoolean stopping = new AtomicBoolean();
+    private final AtomicReference<Throwable> failure = new AtomicReference<>();
+    private final Thread thread = new Thread(this::run, "workload");
+
+    Workload() {
+      thread.start();
+    }
+
+    private void run() {
+      try {
+        for (int round = 0; !stopping.get(); round++) {
+          moveObjects();
+          // An edit commits after every location so far, so that the job applies it as the oracle does.
+          awaitClockPastLocations();
+          int fence = random.nextInt(30);
+          if (round % 10 == 9) {
+            deleteFences(fence, fence + 1);
+            createFences(fence, fence + 1);
+          } else {
+            placeFences(fence, fence + 1);
+          }
+          Thread.sleep(100);
+        }
+      } catch (Throwable e) {
+        failure.set(e);
+      }
+    }
+
+    void stop() throws Exception {
+      stopping.set(true);
+      thread.join();
+      if (failure.get() != null) {
+        throw new AssertionError("the workload failed", failure.get());
+      }
+    }
+  }
+
+  /** When triggers were seen written: rows of the table, and committed records of the topic. */
+  private static final class Arrivals implements AutoCloseable {
+
+    final Seen table = new Seen();
+    final Seen topic = new Seen();
+    private final AtomicBoolean closing = new AtomicBoolean();
+    private final List<Thread> threads = new ArrayList<>();
+
+    Arrivals(String url, String bootstrapServers) {
+      watch(() -> {
+        try (Connection db = DriverManager.getConnection(url, "postgres", ""); Statement s = db.createStatement()) {
+          long count = 0;
+          while (!closing.get()) {
+            try (ResultSet r = s.executeQuery("SELECT count(*) FROM geofence_triggers")) {
+              r.next();
+              if (r.getLong(1) > count) {
+                count = r.getLong(1);
+                table.add(System.currentTimeMillis());
+              }
+            }
+            Thread.sleep(20);
+          }
+        }
+      });
+      watch(() -> {
+        Properties config = new Properties();
+        config.setProperty(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+        config.setProperty(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config, new StringDeserializer(), new StringDeserializer())) {
+          List<TopicPartition> partitions = List.of(new TopicPartition("triggers", 0), new TopicPartition("triggers", 1));
+          consumer.assign(partitions);
+          consumer.seekToBeginning(partitions);
+          while (!closing.get()) {
+            if (!consumer.poll(Duration.ofMillis(20)).isEmpty()) {
+              topic.add(System.currentTimeMillis());
+            }
+          }
+        }
+      });
+    }
+
+    private interface Watch {
+      void run() throws Exception;
+    }
+
+    private void watch(Watch watch) {
+      Thread thread = new Thread(() -> {
+        try {
+          watch.run();
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      }, "arrivals");
+      thread.setDaemon(true);
+      thread.start();
+      threads.add(thread);
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      closing.set(true);
+      for (Thread thread : threads) {
+        thread.join(5_000);
+      }
+    }
+  }
+
+  private static final class Seen {
+
+    private final ConcurrentLinkedQueue<Long> times = new ConcurrentLinkedQueue<>();
+
+    void add(long time) {
+      times.add(time);
+    }
+
+    /** The longest time between two arrivals, of those stretches that overlap [from, to]. */
+    long longestGap(long from, long to) {
+      long longest = 0;
+      Long previous = null;
+      for (long time : times) {
+        if (previous != null && time > from && previous < to) {
+          longest = Math.max(longest, time - previous);
+        }
+        previous = time;
+      }
+      return longest;
+    }
+  }
+}
