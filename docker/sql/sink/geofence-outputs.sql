@@ -88,13 +88,18 @@ ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;
 -- event times before its lease (writes_until), extending it as it goes while no handover is asked
 -- for; asking freezes the lease as handover_at (T): the writer keeps the triggers before T, the
 -- next writer takes those from T on, and becomes the writer once every subtask of the old one has
--- committed its share (writer_done). writer_since is the T its writer took over at.
+-- committed its share (writer_done). writer_since is the T its writer took over at. A standby
+-- (geofence.handover.standby) registers itself and asks once every one of its subtasks is ready.
 CREATE TABLE IF NOT EXISTS geofence_handover (
     job_name           text PRIMARY KEY,
     writer             text NOT NULL,           -- the Flink job id of the instance writing the outputs
     writer_parallelism int NOT NULL,
     writer_since       timestamptz,             -- null when it took the outputs over without a handover
-    writes_until       timestamptz,             -- the writer's lease (event time); null before its first trigger
+    writer_seen_at     timestamptz NOT NULL DEFAULT now(), -- the writer's last sign of life (every second)
+    writes_until       timestamptz,             -- the writer's lease (event time); null before it has a clock
+    standby            text,                    -- the instance started to take over, until it asks
+    standby_parallelism int,
+    standby_ready      int[] NOT NULL DEFAULT '{}', -- the standby's subtasks whose index is ready
     next_writer        text,                    -- the instance taking over, once asked
     handover_at        timestamptz,             -- T, the lease frozen by the ask
     writer_done        int[] NOT NULL DEFAULT '{}', -- the writer's subtasks that committed all before T

@@ -9,7 +9,7 @@ import java.util.Optional;
 
 /**
  * The {@code geofence_handover} row of a job name: which instance of the job writes its outputs,
- * up to which event time, and to whom they are being handed over (docs/design.md#blue-green-deploys).
+ * up to which event time, and to whom they are being handed over (docs/design.md#bluegreen-deploys).
  * Each statement is one atomic update whose WHERE clause is the rule it keeps, so that two
  * instances and a deploy command may act on the row at once:
  *
@@ -38,9 +38,12 @@ public final class Handover {
    * @param nextWriter the instance taking over, or null
    * @param handoverAt the frozen lease T of an asked handover, or {@link #NONE}
    * @param subtasksDone how many of the writer's subtasks committed everything before T
+   * @param writerSilentMillis how long ago the writer last said it runs
+   * @param standby the instance started to take over, until it asks, or null
+   * @param standbyReady whether every subtask of the standby has its index ready
    */
   public record Row(String writer, int writerParallelism, long writerSince, long writesUntil, String nextWriter,
-      long handoverAt, int subtasksDone) {
+      long handoverAt, int subtasksDone, long writerSilentMillis, String standby, boolean standbyReady) {
 
     /** Whether every subtask of the writer has committed its share before T. */
     public boolean writerDone() {
@@ -49,7 +52,8 @@ public final class Handover {
   }
 
   private static final String COLUMNS = "writer, writer_parallelism, writer_since, writes_until, next_writer, handover_at,"
-      + " cardinality(writer_done)";
+      + " cardinality(writer_done), (extract(epoch FROM now() - writer_seen_at) * 1000)::bigint, standby,"
+      + " standby IS NOT NULL AND cardinality(standby_ready) >= standby_parallelism";
 
   private Handover() {}
 
@@ -70,14 +74,68 @@ public final class Handover {
     try (PreparedStatement s = db.prepareStatement(
         "INSERT INTO geofence_handover AS h (job_name, writer, writer_parallelism) VALUES (?, ?, ?)"
             + " ON CONFLICT (job_name) DO UPDATE SET writer = excluded.writer, writer_parallelism = excluded.writer_parallelism,"
-            + " writer_since = NULL, next_writer = NULL, handover_at = NULL, writer_done = '{}', updated_at = now()"
-            + " WHERE h.writer <> excluded.writer")) {
+            + " writer_since = NULL, writer_seen_at = now(), next_writer = NULL, handover_at = NULL, writer_done = '{}',"
+            + " standby = NULL, standby_ready = '{}', updated_at = now() WHERE h.writer <> excluded.writer")) {
       s.setString(1, jobName);
       s.setString(2, instance);
       s.setInt(3, parallelism);
       s.executeUpdate();
     }
     return read(db, jobName).orElseThrow();
+  }
+
+  /** Says that {@code writer} runs: a standby taking over from a writer that stopped saying so warns. */
+  public static void seen(Connection db, String jobName, String writer) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE geofence_handover SET writer_seen_at = now() WHERE job_name = ? AND writer = ?")) {
+      s.setString(1, jobName);
+      s.setString(2, writer);
+      s.executeUpdate();
+    }
+  }
+
+  /**
+   * Registers {@code standby} as the instance that takes over once ready, unless a handover is
+   * under way; its subtasks then say when their index is ready ({@link #standbyReady}).
+   */
+  public static void registerStandby(Connection db, String jobName, String standby, int parallelism) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE geofence_handover SET standby = ?, standby_parallelism = ?, standby_ready = '{}', updated_at = now()"
+            + " WHERE job_name = ? AND next_writer IS NULL AND writer <> ?")) {
+      s.setString(1, standby);
+      s.setInt(2, parallelism);
+      s.setString(3, jobName);
+      s.setString(4, standby);
+      s.executeUpdate();
+    }
+  }
+
+  /**
+   * Withdraws {@code standby} unless it has asked already: true if it can no longer ask (and may
+   * be cancelled without leaving the outputs to nobody), false if it asked.
+   */
+  public static boolean withdrawStandby(Connection db, String jobName, String standby) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE geofence_handover SET standby = NULL, standby_ready = '{}', updated_at = now()"
+            + " WHERE job_name = ? AND standby = ?")) {
+      s.setString(1, jobName);
+      s.setString(2, standby);
+      s.executeUpdate();
+    }
+    return read(db, jobName).map(r -> !standby.equals(r.nextWriter()) && !standby.equals(r.writer())).orElse(true);
+  }
+
+  /** Says that {@code subtask} of {@code standby} has its index ready. */
+  public static void standbyReady(Connection db, String jobName, String standby, int subtask) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE geofence_handover SET standby_ready = CASE WHEN ? = ANY (standby_ready) THEN standby_ready"
+            + " ELSE standby_ready || ? END, updated_at = now() WHERE job_name = ? AND standby = ?")) {
+      s.setInt(1, subtask);
+      s.setInt(2, subtask);
+      s.setString(3, jobName);
+      s.setString(4, standby);
+      s.executeUpdate();
+    }
   }
 
   /**
@@ -105,15 +163,18 @@ public final class Handover {
    * T and returns it.
    *
    * @throws IllegalStateException in one sentence, if {@code writer} is not the writer, a handover
-   *     is asked for already, or the writer has written no trigger yet (no lease to freeze)
+   *     is asked for already, {@code next} is not the registered standby ({@link #registerStandby}),
+   *     or the writer has no clock yet (no lease to freeze)
    */
   public static long ask(Connection db, String jobName, String writer, String next) throws SQLException {
     try (PreparedStatement s = db.prepareStatement(
-        "UPDATE geofence_handover SET next_writer = ?, handover_at = writes_until, updated_at = now()"
-            + " WHERE job_name = ? AND writer = ? AND next_writer IS NULL AND writes_until IS NOT NULL RETURNING handover_at")) {
+        "UPDATE geofence_handover SET next_writer = ?, handover_at = writes_until, standby = NULL, standby_ready = '{}',"
+            + " updated_at = now() WHERE job_name = ? AND writer = ? AND next_writer IS NULL AND writes_until IS NOT NULL"
+            + " AND standby = ? RETURNING handover_at")) {
       s.setString(1, next);
       s.setString(2, jobName);
       s.setString(3, writer);
+      s.setString(4, next);
       try (ResultSet r = s.executeQuery()) {
         if (r.next()) {
           return r.getTimestamp(1).getTime();
@@ -124,7 +185,8 @@ public final class Handover {
     String why = row.isEmpty() ? "no instance of " + jobName + " keeps a handover row (is geofence.handover.enabled set?)"
         : !row.get().writer().equals(writer) ? "the outputs of " + jobName + " are written by " + row.get().writer() + ", not " + writer
         : row.get().nextWriter() != null ? "a handover to " + row.get().nextWriter() + " is under way already"
-        : writer + " has written no trigger yet, so it has no lease to hand over; try again once it has";
+        : !next.equals(row.get().standby()) ? next + " is not the registered standby"
+        : writer + " has no clock yet, so it has no lease to hand over; try again once it has";
     throw new IllegalStateException("cannot hand the outputs over to " + next + ": " + why);
   }
 
@@ -148,7 +210,7 @@ public final class Handover {
   public static boolean takeOver(Connection db, String jobName, String next, int parallelism) throws SQLException {
     try (PreparedStatement s = db.prepareStatement(
         "UPDATE geofence_handover SET writer = next_writer, writer_parallelism = ?, writer_since = handover_at,"
-            + " writes_until = greatest(writes_until, handover_at), next_writer = NULL, handover_at = NULL, writer_done = '{}', updated_at = now()"
+            + " writer_seen_at = now(), writes_until = greatest(writes_until, handover_at), next_writer = NULL, handover_at = NULL, writer_done = '{}', updated_at = now()"
             + " WHERE job_name = ? AND next_writer = ? AND cardinality(writer_done) >= writer_parallelism")) {
       s.setInt(1, parallelism);
       s.setString(2, jobName);
@@ -164,7 +226,7 @@ public final class Handover {
         return Optional.empty();
       }
       return Optional.of(new Row(r.getString(1), r.getInt(2), millis(r.getTimestamp(3)), millis(r.getTimestamp(4)),
-          r.getString(5), millis(r.getTimestamp(6)), r.getInt(7)));
+          r.getString(5), millis(r.getTimestamp(6)), r.getInt(7), r.getLong(8), r.getString(9), r.getBoolean(10)));
     }
   }
 

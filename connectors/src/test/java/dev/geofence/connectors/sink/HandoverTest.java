@@ -28,17 +28,34 @@ class HandoverTest {
       Handover.Row claimed = Handover.claim(db, "geo", "blue", 2);
       assertThat(claimed.writer()).isEqualTo("blue");
       assertThat(claimed.writesUntil()).isEqualTo(Handover.NONE);
-      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "green")).hasMessageContaining("has written no trigger yet");
+      // A standby registers, and its subtasks say when their index is ready.
+      Handover.registerStandby(db, "geo", "green", 3);
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "green")).hasMessageContaining("has no clock yet");
+      Handover.standbyReady(db, "geo", "green", 0);
+      Handover.standbyReady(db, "geo", "green", 1);
+      Handover.standbyReady(db, "geo", "green", 1);
+      assertThat(Handover.read(db, "geo").orElseThrow().standbyReady()).as("two of three, one said twice").isFalse();
+      Handover.standbyReady(db, "geo", "green", 2);
+      assertThat(Handover.read(db, "geo").orElseThrow()).extracting(Handover.Row::standby, Handover.Row::standbyReady)
+          .containsExactly("green", true);
       assertThat(Handover.extend(db, "geo", "blue", 10_000)).isEqualTo(10_000);
       assertThat(Handover.extend(db, "geo", "blue", 5_000)).as("a lease never shrinks").isEqualTo(10_000);
       assertThat(Handover.extend(db, "geo", "green", 50_000)).as("only the writer extends it").isEqualTo(Handover.NONE);
       assertThatThrownBy(() -> Handover.ask(db, "geo", "red", "green"))
           .hasMessage("cannot hand the outputs over to green: the outputs of geo are written by blue, not red");
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "red"))
+          .hasMessage("cannot hand the outputs over to red: red is not the registered standby");
+      // A withdrawn standby can no longer ask; registered again, it can.
+      assertThat(Handover.withdrawStandby(db, "geo", "green")).isTrue();
+      assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "green")).hasMessageContaining("not the registered standby");
+      Handover.registerStandby(db, "geo", "green", 3);
 
       assertThat(Handover.ask(db, "geo", "blue", "green")).as("T is the frozen lease").isEqualTo(10_000);
+      assertThat(Handover.read(db, "geo").orElseThrow().standby()).as("the ask ends the standby's wait").isNull();
       assertThat(Handover.extend(db, "geo", "blue", 20_000)).as("the old writer's lease is frozen").isEqualTo(Handover.NONE);
       assertThat(Handover.extend(db, "geo", "green", 30_000)).as("the next writer's grows from T").isEqualTo(30_000);
       assertThatThrownBy(() -> Handover.ask(db, "geo", "blue", "red")).hasMessageContaining("a handover to green is under way");
+      assertThat(Handover.withdrawStandby(db, "geo", "green")).as("it asked: too late to withdraw").isFalse();
       // A failover of the old writer claims again: the handover under way stays.
       assertThat(Handover.claim(db, "geo", "blue", 2).nextWriter()).isEqualTo("green");
 
@@ -50,12 +67,18 @@ class HandoverTest {
       assertThat(Handover.read(db, "geo").orElseThrow().writerDone()).isTrue();
       assertThat(Handover.takeOver(db, "geo", "green", 3)).isTrue();
       Handover.Row taken = Handover.read(db, "geo").orElseThrow();
-      assertThat(taken).isEqualTo(new Handover.Row("green", 3, 10_000, 30_000, null, Handover.NONE, 0));
+      assertThat(taken).extracting(Handover.Row::writer, Handover.Row::writerParallelism, Handover.Row::writerSince,
+          Handover.Row::writesUntil, Handover.Row::nextWriter, Handover.Row::handoverAt, Handover.Row::subtasksDone,
+          Handover.Row::standby).containsExactly("green", 3, 10_000L, 30_000L, null, Handover.NONE, 0, null);
       assertThat(Handover.takeOver(db, "geo", "green", 3)).as("said again by another subtask").isTrue();
+      Thread.sleep(50);
+      assertThat(Handover.read(db, "geo").orElseThrow().writerSilentMillis()).isPositive();
+      Handover.seen(db, "geo", "green");
+      assertThat(Handover.read(db, "geo").orElseThrow().writerSilentMillis()).isLessThan(50);
 
       // A classic restore (a new instance, not a standby) takes the outputs over at once.
-      assertThat(Handover.claim(db, "geo", "purple", 1))
-          .isEqualTo(new Handover.Row("purple", 1, Handover.NONE, 30_000, null, Handover.NONE, 0));
+      assertThat(Handover.claim(db, "geo", "purple", 1)).extracting(Handover.Row::writer, Handover.Row::writerSince,
+          Handover.Row::writesUntil, Handover.Row::nextWriter).containsExactly("purple", Handover.NONE, 30_000L, null);
     }
   }
 }

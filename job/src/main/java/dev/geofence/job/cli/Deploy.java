@@ -175,28 +175,27 @@ final class Deploy {
     }
 
     step("Waiting until the new job's index is ready (at most " + ReadinessProbe.seconds(
-        ALL.get(given, READY_TIMEOUT).toMillis()) + ")");
-    try {
-      awaitReady(newJob, ALL.get(given, READY_TIMEOUT));
-    } catch (Failed e) {
-      cancel(newJob);
-      dropSlot(sourceUrl, user, password, newSlot);
-      throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped, job " + oldJob + " serves on");
-    }
-
-    step("Handing the outputs over");
+        ALL.get(given, READY_TIMEOUT).toMillis()) + "): it then asks for the handover itself");
     try (Connection sink = DriverManager.getConnection(sinkUrl, user, password == null ? "" : password)) {
-      long t;
+      Handover.Row asked;
       try {
-        t = Handover.ask(sink, jobName, oldJob, newJob);
-      } catch (IllegalStateException e) {
-        cancel(newJob);
-        dropSlot(sourceUrl, user, password, newSlot);
-        throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped");
+        asked = awaitAsked(sink, jobName, newJob, ALL.get(given, READY_TIMEOUT));
+      } catch (Failed e) {
+        // Once asked, the new job is the one to write from T on: cancelling it then would leave
+        // the triggers from T on to nobody. Withdrawn first, it can no longer ask; one that asked
+        // meanwhile is a success.
+        if (Handover.withdrawStandby(sink, jobName, newJob)) {
+          cancel(newJob);
+          dropSlot(sourceUrl, user, password, newSlot);
+          throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped, job " + oldJob + " serves on");
+        }
+        asked = Handover.read(sink, jobName).orElseThrow();
       }
-      out.println("      T = " + Instant.ofEpochMilli(t) + ": " + oldJob + " writes the triggers before it, " + newJob
-          + " those from it on; waiting for " + oldJob + " to commit its share (its clock past T by the allowed lateness, "
-          + ReadinessProbe.seconds(lateness.toMillis()) + ")");
+
+      step("Handing the outputs over");
+      out.println("      T = " + Instant.ofEpochMilli(asked.nextWriter() != null ? asked.handoverAt() : asked.writerSince()) + ": "
+          + oldJob + " writes the triggers before it, " + newJob + " those from it on; waiting for " + oldJob
+          + " to commit its share (its clock past T by the allowed lateness, " + ReadinessProbe.seconds(lateness.toMillis()) + ")");
       long deadline = System.nanoTime() + handoverTimeout.toNanos();
       while (!Handover.read(sink, jobName).map(r -> r.writer().equals(newJob)).orElse(false)) {
         if (System.nanoTime() > deadline) {
@@ -272,20 +271,24 @@ final class Deploy {
     return job.getJobID().toString();
   }
 
-  private void awaitReady(String job, Duration timeout) throws Failed, InterruptedException {
+  /**
+   * Waits until the new job has asked for the handover (every subtask of its index ready),
+   * printing what the ready probe says meanwhile; returns the row then.
+   */
+  private Handover.Row awaitAsked(Connection sink, String jobName, String job, Duration timeout) throws Exception {
     long deadline = System.nanoTime() + timeout.toNanos();
     String last = null;
     while (true) {
+      Handover.Row row = Handover.read(sink, jobName).orElseThrow();
+      if (job.equals(row.nextWriter()) || row.writer().equals(job)) {
+        return row;
+      }
       JsonNode status = get("/jobs/" + job, NOT_READY);
       String state = status.path("state").asText();
       if (TERMINAL.contains(state)) {
         throw new Failed(NOT_READY, "the new job " + job + " is " + state);
       }
       ReadinessProbe.Answer answer = ReadinessProbe.ask(restUrl, job, Duration.ofSeconds(10));
-      if (answer.ready()) {
-        out.println("      " + answer.line());
-        return;
-      }
       if (System.nanoTime() > deadline) {
         throw new Failed(NOT_READY, "the new job " + job + " was not ready within " + ReadinessProbe.seconds(timeout.toMillis())
             + " (" + answer.line() + ")");

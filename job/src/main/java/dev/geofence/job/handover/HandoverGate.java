@@ -27,7 +27,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Lets through the triggers this instance of the job writes, and no other (docs/design.md#blue-green-deploys):
+ * Lets through the triggers this instance of the job writes, and no other (docs/design.md#bluegreen-deploys):
  * while two instances run at once, both compute every trigger, and the {@code geofence_handover}
  * row ({@link Handover}) says which writes which. The writer writes those before its lease,
  * extended as it goes; once a handover is asked for, the lease is frozen as T, the old writer keeps
@@ -59,8 +59,10 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
    * subtask, and how far a standby may run ahead of the writer before it holds triggers.
    */
   static final long LEASE_AHEAD_MS = 10_000;
-  /** How often each subtask reads the row while it runs. */
+  /** How often each subtask reads the row while it runs (and a writer says it runs). */
   static final long POLL_MS = 1_000;
+  /** How long a writer may stay silent before the instance taking over from it warns. */
+  static final long SILENT_WRITER_MS = 30_000;
 
   /** What this instance writes, by the row. */
   enum Role {
@@ -95,6 +97,8 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   /** The checkpoint after which this subtask's share before T is committed, or -1. */
   private transient long shareCommittedAfter;
   private transient boolean saidDone;
+  private transient boolean saidReady;
+  private transient long warnedAt;
   private transient List<GeofenceTrigger> held;
   private transient Map<List<String>, GeofenceTrigger> heldPresence;
   private transient ListState<GeofenceTrigger> heldState;
@@ -142,6 +146,12 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
             + " (start the running one with geofence.handover.enabled)"))
         : Handover.claim(db, jobName, instance, parallelism));
     adopt(row);
+    if (role == Role.STANDBY) {
+      sql(db -> {
+        Handover.registerStandby(db, jobName, instance, parallelism);
+        return null;
+      });
+    }
     schedulePoll();
   }
 
@@ -248,17 +258,61 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   }
 
   private void poll() throws SQLException {
-    adopt(sql(db -> Handover.read(db, jobName).orElseThrow()));
-    if (role == Role.TAKING_OVER && oldWriterDone) {
-      if (sql(db -> Handover.takeOver(db, jobName, instance, parallelism))) {
-        adopt(sql(db -> Handover.read(db, jobName).orElseThrow()));
+    Handover.Row row = sql(db -> Handover.read(db, jobName).orElseThrow());
+    adopt(row);
+    switch (role) {
+      case WRITER, HANDING_OVER -> {
+        sql(db -> {
+          Handover.seen(db, jobName, instance);
+          return null;
+        });
+        // A lease ahead of the clock even while no trigger comes, so that a handover can be asked for.
+        if (role == Role.WRITER && clock != Long.MIN_VALUE && clock + LEASE_AHEAD_MS / 2 >= lease) {
+          long extended = sql(db -> Handover.extend(db, jobName, instance, clock + LEASE_AHEAD_MS));
+          lease = extended == Handover.NONE ? lease : extended;
+        }
       }
+      case STANDBY -> {
+        if (instance.equals(row.standby()) && row.standbyReady()) {
+          try {
+            long t = sql(db -> Handover.ask(db, jobName, row.writer(), instance));
+            LOG.info("Outputs of {}: every subtask of the standby {} is ready; asked {} to hand over at T {}", jobName, instance,
+                row.writer(), time(t));
+          } catch (IllegalStateException e) {
+            // Another subtask asked first, or the writer has no clock yet: the row says which next time.
+            LOG.debug("Outputs of {}: {}", jobName, e.getMessage());
+          }
+          adopt(sql(db -> Handover.read(db, jobName).orElseThrow()));
+        }
+      }
+      case TAKING_OVER -> {
+        if (oldWriterDone) {
+          if (sql(db -> Handover.takeOver(db, jobName, instance, parallelism))) {
+            adopt(sql(db -> Handover.read(db, jobName).orElseThrow()));
+          }
+        } else if (row.writerSilentMillis() > SILENT_WRITER_MS && System.currentTimeMillis() - warnedAt > 60_000) {
+          warnedAt = System.currentTimeMillis();
+          LOG.warn("Outputs of {}: the writer {} has not said it runs for {} s and has not committed its triggers before T {}:"
+              + " those it had not committed are missing, and presence waits; restore this job the classic way to take the"
+              + " outputs over (docs/operations.md, a handover that does not finish)", jobName, row.writer(),
+              row.writerSilentMillis() / 1000, time(handoverAt));
+        }
+      }
+      case RETIRED -> { }
     }
   }
 
   @Override
   public void processWatermark(Watermark mark) throws Exception {
     clock = mark.getTimestamp();
+    // The fence index passes no watermark on until it is ready: the first says this subtask is.
+    if (role == Role.STANDBY && !saidReady) {
+      sql(db -> {
+        Handover.standbyReady(db, jobName, instance, subtask);
+        return null;
+      });
+      saidReady = true;
+    }
     super.processWatermark(mark);
   }
 

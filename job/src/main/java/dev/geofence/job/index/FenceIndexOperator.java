@@ -106,6 +106,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient HydrationRecorder recorder;
   private transient HoldReport hold;
   private transient long installedAt;
+  /** The last watermark passed on. */
+  private transient long emittedWatermark;
 
   public FenceIndexOperator(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
     this(geometryOptions, geometryFormat, null, null);
@@ -162,6 +164,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Notes when this subtask began to warm up: the state backend restores its state before the next call. */
   @Override
   public void initializeState(StreamTaskStateInitializer initializer) throws Exception {
+    emittedWatermark = Long.MIN_VALUE;
     installedAt = System.currentTimeMillis();
     super.initializeState(initializer);
   }
@@ -298,7 +301,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     if (locations.advanceTo(mark.getTimestamp())) {
       warmUp.maybeReread(locations.time());
     }
-    super.processWatermark(mark);
+    // The watermark it passes on says every trigger before it has been emitted (the handover's
+    // old writer knows its share is whole by it): none while the index is not ready, and never
+    // past a location it still holds.
+    long emitted = locations.emittedUpTo();
+    if (emitted > emittedWatermark) {
+      emittedWatermark = emitted;
+      super.processWatermark(new Watermark(emitted));
+    }
   }
 
   @Override

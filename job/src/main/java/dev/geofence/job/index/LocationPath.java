@@ -103,6 +103,18 @@ public final class LocationPath {
     return clock.time();
   }
 
+  /**
+   * The event time before which every trigger has been emitted, or {@link Long#MIN_VALUE} while the
+   * index is not ready: the clock, but not past a location still held.
+   */
+  long emittedUpTo() {
+    if (!readiness.ready()) {
+      return Long.MIN_VALUE;
+    }
+    long held = clock.oldestHeld();
+    return held == Long.MAX_VALUE ? clock.time() : Math.min(clock.time(), held - 1);
+  }
+
   /** A fence was deleted: its members EXIT it, after the locations released before the delete. */
   void deleted(String fenceId, Iterable<String> members, long deletedAt, long seq) throws Exception {
     evaluation.flush();

@@ -70,7 +70,7 @@ class GeofenceCommandTest {
       URL + " --triggers-topic k:9092/t --triggers-transactional-id  | option --triggers-transactional-id needs a value",
       "run --source-url mysql://h/db --source-user u --locations file:/x | the fence database URL must look like jdbc:postgresql://host:port/database, got mysql://h/db",
       "run --slot | option --slot needs a value",
-      "launch | unknown command 'launch'; the commands are run, demo and ready (see --help)",
+      "launch | unknown command 'launch'; the commands are run, demo, ready and deploy (see --help)",
       "ready --job geofence | option --rest-url is required (see --help)",
       "ready --rest-url localhost:8081 | option --rest-url must look like http://host:8081, got 'localhost:8081'",
       "ready --rest-url http://localhost:8081 --timeout 0s | option --timeout must be longer than 0",

@@ -124,6 +124,46 @@ class FenceIndexOperatorTest {
   }
 
   /**
+   * The watermark the index passes on says every trigger before it has been emitted (the handover
+   * relies on it): none while the index is not ready, though the inputs' watermarks move on, and
+   * never past a location it still holds.
+   */
+  @Test
+  void theWatermarkPassedOnIsNoneBeforeReadyAndNeverPastAHeldLocation() throws Exception {
+    try (var harness = harness(1, 0)) {
+      harness.open();
+      Source source = new Source(harness);
+      source.send(upsert("a", 1, SQUARE, true, 0));
+      harness.processElement2(location("o1", 500, 5, 5), 500);
+      watermark(harness, 1000);
+      assertThat(watermarks(harness)).as("not ready: the location at 500 is still to be evaluated").isEmpty();
+      source.sendAllBuckets();
+      watermark(harness, 1100);
+      assertThat(triggers(harness)).extracting(Object::toString).containsExactly("ENTER o1 a@1 t=500");
+      assertThat(watermarks(harness)).containsExactly(1100L);
+      // A location held for the fence stream's clock (behind the locations'): the watermark waits below it.
+      harness.processWatermark2(new Watermark(5000));
+      harness.processElement2(location("o1", 3000, 25, 25), 3000);
+      harness.processWatermark1(new Watermark(4000));
+      assertThat(watermarks(harness)).as("released up to 4000, nothing held").containsExactly(1100L, 4000L);
+      harness.processElement2(location("o1", 4500, 5, 5), 4500);
+      harness.processWatermark1(new Watermark(4200));
+      assertThat(watermarks(harness)).as("4200 passed on, the location at 4500 is not due").containsExactly(1100L, 4000L, 4200L);
+    }
+  }
+
+  private static List<Long> watermarks(
+      KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h) {
+    List<Long> result = new ArrayList<>();
+    for (Object o : h.getOutput()) {
+      if (o instanceof Watermark w) {
+        result.add(w.getTimestamp());
+      }
+    }
+    return result;
+  }
+
+  /**
    * A delete applied while older locations are held (the index not ready, as in a catch-up after a
    * restore, where the stream's edits are applied first): those locations are evaluated as in time
    * order, against the fence as it was and with who was inside it, and the delete EXITs whoever
