@@ -11,6 +11,7 @@ import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.RestoreMode;
@@ -190,6 +191,20 @@ public final class StateSettings {
     if (!onClassPath(CHANGELOG_BACKEND) || !onClassPath(CHANGELOG_STORAGE)) {
       LOG.warn("the changelog state backend is not on the class path (flink-statebackend-changelog, flink-dstl-dfs):"
           + " it stays off, and checkpoints copy what changed in RocksDB's files");
+      return false;
+    }
+    // The TaskManagers make the changelog's storage from their own configuration, not the job's,
+    // and their default keeps the changes in memory: each checkpoint then carries every change
+    // since the last materialization through the JobManager's RPC, and stops completing once that
+    // passes its frame size (10 MB), minutes into a real load. A job can choose the storage only
+    // for the cluster it starts itself (java -jar); elsewhere the cluster must have chosen it.
+    boolean embedded = "local".equals(options.get(DeploymentOptions.TARGET));
+    String storage = options.get(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE);
+    if (!embedded && !"filesystem".equalsIgnoreCase(storage)) {
+      LOG.warn("the cluster's {} is '{}': the changelog state backend stays off, since the TaskManagers would keep its"
+          + " changes in memory and checkpoints would stop completing once they pass the RPC frame size; set {}: filesystem"
+          + " and {} in the cluster's configuration to have it", StateChangelogOptions.STATE_CHANGE_LOG_STORAGE.key(), storage,
+          StateChangelogOptions.STATE_CHANGE_LOG_STORAGE.key(), CHANGELOG_BASE_PATH.key());
       return false;
     }
     config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, true);

@@ -6,6 +6,7 @@ import dev.geofence.connectors.config.GeofenceOptions;
 import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
@@ -33,6 +34,27 @@ class StateSettingsTest {
     assertThat(config.toMap()).containsEntry("state.backend.rocksdb.block.blocksize", "64 kb");
     assertThat(config.toMap()).containsEntry("state.backend.rocksdb.compression.per.level", "NO_COMPRESSION");
     assertThat(config.get(ExecutionOptions.SNAPSHOT_COMPRESSION)).as("operator state read in blocks, not a byte at a time").isTrue();
+  }
+
+  /**
+   * On a cluster the TaskManagers make the changelog's storage from their own configuration: with
+   * Flink's default, in memory, every checkpoint would carry all changes through the JobManager's
+   * RPC (a session cluster's stopped completing within minutes), so the changelog stays off unless
+   * the cluster's configuration puts it on files.
+   */
+  @Test
+  void onAClusterTheChangelogIsOnOnlyWhereTheClusterKeepsItOnFiles() {
+    Configuration options = options();
+    options.set(DeploymentOptions.TARGET, "remote");
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    Configuration config = applied(options);
+    assertThat(config.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG)).as("the cluster's storage is memory").isEmpty();
+    assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
+
+    options.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
+    config = applied(options);
+    assertThat(config.get(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG)).isTrue();
+    assertThat(config.get(StateRecoveryOptions.RESTORE_MODE)).isEqualTo(RestoreMode.LEGACY);
   }
 
   @Test
@@ -117,9 +139,11 @@ class StateSettingsTest {
     assertThat(config.getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
   }
 
+  /** Under java -jar: the job starts its cluster itself, from this configuration. */
   private static Configuration options() {
     Configuration options = new Configuration();
     options.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, CHECKPOINTS);
+    options.set(DeploymentOptions.TARGET, "local");
     return options;
   }
 

@@ -32,6 +32,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.UUID;
 import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -118,6 +119,10 @@ public abstract class EndToEndFixture {
     config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, Duration.ofMillis(500));
     // A test may ask how a checkpoint ended well after it: after a held one, queued checkpoints follow within a second.
     config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, 1000);
+    // The changelog's storage is the TaskManagers' choice: on files, as a cluster must be set up for it.
+    config.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
+    config.setString("state.changelog.dstl.dfs.base-path",
+        Path.of(System.getProperty("java.io.tmpdir"), "geofence-it-changelog-" + UUID.randomUUID()).toUri().toString());
     return config;
   }
 
@@ -313,6 +318,8 @@ public abstract class EndToEndFixture {
     config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, Duration.ofSeconds(2));
     // As --parallelism sets it: the state settings compare it with a savepoint's.
     config.set(GeofenceOptions.PARALLELISM, parallelism);
+    // As the cluster's configuration says (clusterConfiguration): the changelog's storage is on files.
+    config.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
     StateSettings.apply(config, config);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
