@@ -11,8 +11,10 @@ import dev.geofence.job.cli.GeofenceCommand;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.time.LocationTimePolicy;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -221,6 +223,79 @@ class HandoverITCase extends EndToEndFixture {
         HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(restUrl + "/jobs/" + greenId + "?mode=cancel"))
             .method("PATCH", HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
       }
+    }
+  }
+
+  /**
+   * The database (fences and outputs, the handover row among them) restarts in the middle of a
+   * handover, after the ask and before the takeover, a real restart of the server on its data
+   * directory: both instances fail over and restore from their checkpoints, the handover goes on
+   * from the row where it was, and every trigger is still written once, in the table and the topic.
+   */
+  @Test
+  void theDatabaseRestartingDuringTheHandoverLosesAndDoublesNoTrigger() throws Exception {
+    int port;
+    try (ServerSocket free = new ServerSocket(0)) {
+      port = free.getLocalPort();
+    }
+    EmbeddedPostgres.Builder server = replicationServer().setDataDirectory(temp.resolve("server"))
+        .setCleanDataDirectory(false).setPort(port);
+    EmbeddedPostgres running = server.start();
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      kafka.createTopic("triggers", 2);
+      database("jdbc:postgresql://localhost:" + port + "/postgres", "", "handover_restart", false, 37);
+      // Long enough that the restart falls between the ask and the takeover.
+      timePolicy = new LocationTimePolicy(Duration.ofSeconds(20), LocationTimePolicy.defaults().maxClockSkew());
+      handover = true;
+      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
+      placeFences(0, 30);
+      JobClient blue = start(1, "rocksdb");
+      moveObjects();
+      assertTriggersAsOracle();
+      String blueSlot = slot;
+      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        ReplicationSlots.copy(admin, blueSlot, blueSlot + "_green");
+      }
+      String savepoint = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
+      slot = blueSlot + "_green";
+      standby = true;
+      triggersTopic = KafkaOutputs.forStandby(
+          KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "green", Duration.ofMinutes(5)));
+      JobClient green = launch(1, "rocksdb", savepoint);
+      String greenId = green.getJobID().toString();
+      Waiting.until("the standby to ask for the handover", PATIENCE, () -> {
+        try (Connection c = DriverManager.getConnection(url, "postgres", "")) {
+          return Handover.read(c, JOB).orElseThrow();
+        }
+      }, row -> greenId.equals(row.nextWriter()));
+      moveObjects();
+      awaitClockPastLocations();
+
+      db.close();
+      running.close();
+      Waiting.until("both instances to fail over on the stopped database", PATIENCE,
+          () -> WarmStartITCase.failuresMentioning(blue, "Exception") >= 1 && WarmStartITCase.failuresMentioning(green, "Exception") >= 1);
+      running = server.start();
+      db = DriverManager.getConnection(url, "postgres", "");
+      moveObjects();
+      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        Waiting.until("the standby to take over after the restart", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
+            row -> row.writer().equals(greenId));
+        blue.cancel().get();
+        Waiting.until("the old instance to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
+        awaitDropped(admin, blueSlot);
+      }
+      moveObjects();
+      assertTriggersAsOracle();
+      assertPresenceAsOracle();
+      Set<String> table = triggerIds();
+      Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
+          () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
+      assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
+          .as("triggers in the topic more than once").isEmpty();
+    } finally {
+      cancelJobsAndDisconnect();
+      running.close();
     }
   }
 

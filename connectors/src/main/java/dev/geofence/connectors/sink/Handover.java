@@ -127,13 +127,18 @@ public final class Handover {
 
   /** Says that {@code subtask} of {@code standby} has its index ready. */
   public static void standbyReady(Connection db, String jobName, String standby, int subtask) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement(
-        "UPDATE geofence_handover SET standby_ready = CASE WHEN ? = ANY (standby_ready) THEN standby_ready"
-            + " ELSE standby_ready || ? END, updated_at = now() WHERE job_name = ? AND standby = ?")) {
+    addSubtask(db, "standby_ready", "standby = ?", jobName, standby, subtask);
+  }
+
+  /** Adds {@code subtask} to the int[] {@code column} (once) where {@code instance} matches {@code condition}. */
+  private static void addSubtask(Connection db, String column, String condition, String jobName, String instance, int subtask)
+      throws SQLException {
+    try (PreparedStatement s = db.prepareStatement("UPDATE geofence_handover SET " + column + " = CASE WHEN ? = ANY ("
+        + column + ") THEN " + column + " ELSE " + column + " || ? END, updated_at = now() WHERE job_name = ? AND " + condition)) {
       s.setInt(1, subtask);
       s.setInt(2, subtask);
       s.setString(3, jobName);
-      s.setString(4, standby);
+      s.setString(4, instance);
       s.executeUpdate();
     }
   }
@@ -192,15 +197,7 @@ public final class Handover {
 
   /** Says that {@code subtask} of {@code writer} committed its whole share before T. */
   public static void markDone(Connection db, String jobName, String writer, int subtask) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement(
-        "UPDATE geofence_handover SET writer_done = CASE WHEN ? = ANY (writer_done) THEN writer_done ELSE writer_done || ? END,"
-            + " updated_at = now() WHERE job_name = ? AND writer = ? AND next_writer IS NOT NULL")) {
-      s.setInt(1, subtask);
-      s.setInt(2, subtask);
-      s.setString(3, jobName);
-      s.setString(4, writer);
-      s.executeUpdate();
-    }
+    addSubtask(db, "writer_done", "writer = ? AND next_writer IS NOT NULL", jobName, writer, subtask);
   }
 
   /**
@@ -210,7 +207,8 @@ public final class Handover {
   public static boolean takeOver(Connection db, String jobName, String next, int parallelism) throws SQLException {
     try (PreparedStatement s = db.prepareStatement(
         "UPDATE geofence_handover SET writer = next_writer, writer_parallelism = ?, writer_since = handover_at,"
-            + " writer_seen_at = now(), writes_until = greatest(writes_until, handover_at), next_writer = NULL, handover_at = NULL, writer_done = '{}', updated_at = now()"
+            + " writer_seen_at = now(), writes_until = greatest(writes_until, handover_at), next_writer = NULL,"
+            + " handover_at = NULL, writer_done = '{}', updated_at = now()"
             + " WHERE job_name = ? AND next_writer = ? AND cardinality(writer_done) >= writer_parallelism")) {
       s.setInt(1, parallelism);
       s.setString(2, jobName);

@@ -3,12 +3,15 @@ package dev.geofence.connectors.sink;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
+import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.Properties;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
@@ -106,6 +109,15 @@ public final class JdbcOutputs {
       return url;
     }
     return url + (url.contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
+  }
+
+  /** A connection to the output database as {@code options} describe it, outside Flink's JDBC sinks. */
+  public static Connection connect(JdbcConnectionOptions options) throws SQLException {
+    Properties properties = new Properties();
+    properties.putAll(options.getProperties());
+    options.getUsername().ifPresent(user -> properties.setProperty("user", user));
+    options.getPassword().ifPresent(password -> properties.setProperty("password", password));
+    return DriverManager.getConnection(options.getDbURL(), properties);
   }
 
   public static Sink<DeadLetter> deadLetters(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {

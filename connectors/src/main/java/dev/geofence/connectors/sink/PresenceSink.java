@@ -4,7 +4,6 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.TriggerKind;
 import java.io.IOException;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
@@ -12,7 +11,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.concurrent.ScheduledFuture;
 import org.apache.flink.api.common.operators.ProcessingTimeService;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -188,11 +186,7 @@ final class PresenceSink implements Sink<GeofenceTrigger> {
 
     private Connection connection() throws SQLException {
       if (connection == null) {
-        Properties properties = new Properties();
-        properties.putAll(options.getProperties());
-        options.getUsername().ifPresent(user -> properties.setProperty("user", user));
-        options.getPassword().ifPresent(password -> properties.setProperty("password", password));
-        connection = DriverManager.getConnection(options.getDbURL(), properties);
+        connection = JdbcOutputs.connect(options);
         connection.setAutoCommit(false);
       }
       return connection;

@@ -250,7 +250,17 @@ final class Deploy {
 
   /** Builds the job as {@code run} would, with the new slot, as a standby, and submits it to the cluster. */
   private String submit(Configuration given, URI rest, String slot, String savepoint, String password) throws Exception {
+    // The cluster's own configuration first, as flink run reads the cluster's config.yaml: the
+    // new job is built as the running one was (its changelog storage, the job's options kept
+    // there). Values Flink's REST API masks are left out: they would replace the real ones.
     Configuration options = new Configuration();
+    for (JsonNode entry : get("/jobmanager/config", NOT_STARTED)) {
+      String key = entry.path("key").asText();
+      String value = entry.path("value").asText();
+      if (!key.startsWith("$internal") && !value.equals("******")) {
+        options.setString(key, value);
+      }
+    }
     given.toMap().forEach((k, v) -> {
       if (!k.startsWith("geofence.deploy.")) {
         options.setString(k, v);

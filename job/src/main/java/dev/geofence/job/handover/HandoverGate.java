@@ -2,15 +2,14 @@ package dev.geofence.job.handover;
 
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.sink.Handover;
+import dev.geofence.connectors.sink.JdbcOutputs;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -373,11 +372,7 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
 
   private Connection connection() throws SQLException {
     if (db == null) {
-      Properties properties = new Properties();
-      properties.putAll(sink.getProperties());
-      sink.getUsername().ifPresent(user -> properties.setProperty("user", user));
-      sink.getPassword().ifPresent(password -> properties.setProperty("password", password));
-      db = DriverManager.getConnection(sink.getDbURL(), properties);
+      db = JdbcOutputs.connect(sink);
     }
     return db;
   }
