@@ -3,6 +3,7 @@ package dev.geofence.docker;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.job.testing.EndToEndFixture;
 import java.io.File;
 import java.io.IOException;
@@ -30,18 +31,21 @@ import org.junit.jupiter.api.Test;
  * as {@code -D} after {@code run}, the rest as flags. The triggers must equal the oracle's (none
  * lost, none written twice, the edits' EXITs included), and {@code hydration_history} must show,
  * for the jobs the CLI reported, one fresh warm-up per subtask and then one savepoint restore per
- * subtask whose gap check found the stream covering it.
+ * subtask whose gap check found the stream covering it. Then a blue/green deploy with the jar's own
+ * {@code deploy}: the third job takes over, every trigger still once.
  */
 class SessionClusterITCase extends EndToEndFixture {
 
   private static final Pattern JOB_ID = Pattern.compile("Job has been submitted with JobID ([0-9a-f]{32})");
   private static final Pattern SAVEPOINT = Pattern.compile("Savepoint completed\\. Path: (\\S+)");
+  private static final Pattern DEPLOYED = Pattern.compile("Deployed: job ([0-9a-f]{32})");
 
   /** The module directory, where surefire runs; the script and the job's build are found from it. */
   private final Path module = Path.of("").toAbsolutePath();
   private final Path script = module.resolve("session-cluster");
   private final Path jobJar = module.resolve("../job/target/geofence-job.jar").normalize();
   private Path cluster;
+  private int restPort;
 
   @Test
   void theJobJarRunsStopsWithASavepointAndRestoresThroughFlinksCli() throws Exception {
@@ -51,8 +55,10 @@ class SessionClusterITCase extends EndToEndFixture {
     cluster = temp.resolve("cluster");
     try {
       // The job's options in the cluster's configuration, where an operator would keep them.
-      sessionCluster("start", cluster.toString(), "--rest-port", Integer.toString(freePort()),
-          "--rpc-port", Integer.toString(freePort()), "--slots", "2",
+      restPort = freePort();
+      // Four slots: two for the running job, two for the one a blue/green deploy starts beside it.
+      sessionCluster("start", cluster.toString(), "--rest-port", Integer.toString(restPort),
+          "--rpc-port", Integer.toString(freePort()), "--slots", "4",
           "-D", "geofence.source.url=" + url, "-D", "geofence.locations.source=file:" + inbox);
       assertThat(Files.readString(cluster.resolve("conf/config.yaml"))).contains("geofence.source.url: ");
       runAndRestore();
@@ -88,6 +94,43 @@ class SessionClusterITCase extends EndToEndFixture {
     assertWarmUps(first, 2, "fresh");
     assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
         .allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
+    deployBlueGreen(second);
+  }
+
+  /**
+   * A blue/green deploy as a user types it: the jar's {@code deploy}, a process of its own, against
+   * the cluster's REST API, with the options the running job shares read from the cluster's
+   * configuration. It exits 0 with the new job writing the outputs, restored on a copy of the
+   * slot that its gap check finds covering the savepoint, and the old job's slot dropped.
+   */
+  private void deployBlueGreen(String running) throws Exception {
+    String oldSlot = slot;
+    List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-jar", jobJar.toString(), "deploy", "--rest-url", "http://localhost:" + restPort, "--from-job", running,
+        "--new-slot", oldSlot + "_green", "--source-user", user, "-Dgeofence.source.slot=" + oldSlot,
+        "--heartbeat-interval", "300ms"));
+    command.addAll(jobOptions());
+    File output = Files.createTempFile(temp, "deploy", ".out").toFile();
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output);
+    builder.environment().put(GeofenceOptions.PASSWORD_ENV, password);
+    Process process = builder.start();
+    boolean exited = process.waitFor(5, TimeUnit.MINUTES);
+    if (!exited) {
+      process.destroyForcibly();
+    }
+    String text = Files.readString(output.toPath(), StandardCharsets.UTF_8);
+    System.out.println("$ java -jar geofence-job.jar deploy ...\n" + text);
+    assertThat(exited).as("deploy did not finish within 5 minutes:%n%s", text).isTrue();
+    assertThat(process.exitValue()).as("exit status of deploy:%n%s", text).isZero();
+    String third = find(DEPLOYED, text);
+    assertThat(SlotProbe.read(db, oldSlot).exists()).as("the old job's slot dropped").isFalse();
+
+    slot = oldSlot + "_green";
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertThat(assertWarmUps(third, 2, "savepoint")).allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e)
+        .isEqualTo("covered"));
   }
 
   /** Submits the job jar detached, from {@code savepoint} unless it is null; returns the job id. */
@@ -98,16 +141,22 @@ class SessionClusterITCase extends EndToEndFixture {
     }
     // Flink's own dynamic property, before the jar, as for any of Flink's options.
     args.add("-Dgeofence.source.heartbeat-interval=300 ms");
-    args.addAll(List.of(jobJar.toString(), "run",
-        "--source-user", user, "-Dgeofence.source.slot=" + slot,
-        "--parallelism", "2",
-        "--checkpoint-interval", "1s",
-        "--state-backend", "rocksdb",
-        "--checkpoint-dir", temp.resolve("checkpoints").toUri().toString(),
-        "--savepoint-dir", temp.resolve("savepoints").toUri().toString()));
+    args.addAll(List.of(jobJar.toString(), "run", "--source-user", user, "-Dgeofence.source.slot=" + slot));
+    args.addAll(jobOptions());
     String id = find(JOB_ID, sessionCluster(args.toArray(String[]::new)));
     runsAt(2);
     return id;
+  }
+
+  /**
+   * The options every job of the case runs with: a handover row kept (for the blue/green deploy at
+   * the end), a short allowed lateness, since the old job of that deploy serves that long past T.
+   */
+  private List<String> jobOptions() {
+    return List.of("--parallelism", "2", "--checkpoint-interval", "1s", "--state-backend", "rocksdb",
+        "--checkpoint-dir", temp.resolve("checkpoints").toUri().toString(),
+        "--savepoint-dir", temp.resolve("savepoints").toUri().toString(),
+        "--handover", "--allowed-lateness", "5s");
   }
 
   /**

@@ -116,12 +116,16 @@ final class Deploy {
     }
   }
 
-  private int deploy(Configuration given, String password) throws Exception {
-    restUrl = ALL.required(given, REST_URL).replaceAll("/+$", "");
+  private int deploy(Configuration commandLine, String password) throws Exception {
+    restUrl = ALL.required(commandLine, REST_URL).replaceAll("/+$", "");
     URI rest = URI.create(restUrl);
     if (rest.getHost() == null || !restUrl.matches("https?://.*")) {
       throw new IllegalArgumentException("option --rest-url must look like http://host:8081, got '" + restUrl + "'");
     }
+    // The cluster's configuration beneath the command line, as flink run reads the cluster's
+    // config.yaml: the job's options kept there, and the changelog storage the new job must know.
+    Configuration given = clusterConfiguration();
+    given.addAll(commandLine);
     String oldJob = ALL.required(given, FROM_JOB);
     String oldSlot = ALL.get(given, GeofenceOptions.SLOT);
     String newSlot = ALL.required(given, NEW_SLOT);
@@ -222,6 +226,19 @@ final class Deploy {
     return DEPLOYED;
   }
 
+  /** The JobManager's configuration, as Flink's REST API gives it; values it masks are left out, lest they replace the real ones. */
+  private Configuration clusterConfiguration() throws Failed, InterruptedException {
+    Configuration cluster = new Configuration();
+    for (JsonNode entry : get("/jobmanager/config", OLD_JOB)) {
+      String key = entry.path("key").asText();
+      String value = entry.path("value").asText();
+      if (!key.startsWith("$internal") && !value.equals("******")) {
+        cluster.setString(key, value);
+      }
+    }
+    return cluster;
+  }
+
   private void step(String what) {
     out.println("- " + what);
   }
@@ -250,17 +267,7 @@ final class Deploy {
 
   /** Builds the job as {@code run} would, with the new slot, as a standby, and submits it to the cluster. */
   private String submit(Configuration given, URI rest, String slot, String savepoint, String password) throws Exception {
-    // The cluster's own configuration first, as flink run reads the cluster's config.yaml: the
-    // new job is built as the running one was (its changelog storage, the job's options kept
-    // there). Values Flink's REST API masks are left out: they would replace the real ones.
     Configuration options = new Configuration();
-    for (JsonNode entry : get("/jobmanager/config", NOT_STARTED)) {
-      String key = entry.path("key").asText();
-      String value = entry.path("value").asText();
-      if (!key.startsWith("$internal") && !value.equals("******")) {
-        options.setString(key, value);
-      }
-    }
     given.toMap().forEach((k, v) -> {
       if (!k.startsWith("geofence.deploy.")) {
         options.setString(k, v);
