@@ -44,6 +44,9 @@ public final class GeofenceJob {
   /** The fence index operator's name, which Flink's REST API lists its vertex under (the ready probe finds it so). */
   public static final String FENCE_INDEX_NAME = "Fence index";
 
+  /** The handover operator's name, which the ready probe finds its vertex by. */
+  public static final String HANDOVER_NAME = "Handover";
+
   /**
    * What the job reads and writes.
    *
@@ -190,7 +193,7 @@ public final class GeofenceJob {
     DataStream<GeofenceTrigger> presence = triggers;
     if (endpoints.handover() != null) {
       SingleOutputStreamOperator<GeofenceTrigger> share = triggers
-          .transform("Handover", TypeInformation.of(GeofenceTrigger.class), new HandoverGate(endpoints.handover().outputs(),
+          .transform(HANDOVER_NAME, TypeInformation.of(GeofenceTrigger.class), new HandoverGate(endpoints.handover().outputs(),
               endpoints.handover().standby(), settings.timePolicy().allowedLateness().toMillis()))
           .uid(Uids.HANDOVER);
       written = share;

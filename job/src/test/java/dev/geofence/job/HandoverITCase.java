@@ -110,7 +110,13 @@ class HandoverITCase extends EndToEndFixture {
             row -> row.writer().equals(greenId));
         long t = taken.writerSince();
         assertThat(asked.nextWriter() == null || asked.handoverAt() == t).as("the new writer's share begins at T").isTrue();
+        String blueId = blue.getJobID().toString();
         assertThat(blue.getJobStatus().get()).as("the old instance served to the end").isEqualTo(JobStatus.RUNNING);
+        // The ready probe says which instance writes the outputs.
+        Waiting.until("the probe to name the new writer", PATIENCE, () -> probe(greenId),
+            line -> line.startsWith("ready: ") && line.endsWith("; writes the outputs"));
+        Waiting.until("the probe to name the old one retired", PATIENCE, () -> probe(blueId),
+            line -> line.endsWith("; retired: another instance writes the outputs"));
         assertThat(episodes(blue)).as("the standby's start fenced none of the old instance's transactions").hasSize(1);
         blue.cancel().get();
         Waiting.until("the old instance to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
@@ -301,13 +307,25 @@ class HandoverITCase extends EndToEndFixture {
 
   private record Command(int status, String out, String err) {}
 
+  /** The ready probe's line for {@code job}, as {@code java -jar geofence-job.jar ready} prints it. */
+  private static String probe(String job) throws Exception {
+    Configuration client = FLINK.getClientConfiguration();
+    Command ready = command("ready", "--rest-url", "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT),
+        "--job", job);
+    return ready.out().strip();
+  }
+
   private static Command deploy(List<String> common, String... options) throws Exception {
     List<String> args = new ArrayList<>(List.of("deploy"));
     args.addAll(common);
     args.addAll(List.of(options));
+    return command(args.toArray(String[]::new));
+  }
+
+  private static Command command(String... args) throws Exception {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int status = GeofenceCommand.run(args.toArray(String[]::new), new PrintStream(out, true, StandardCharsets.UTF_8),
+    int status = GeofenceCommand.run(args, new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8));
     return new Command(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
   }

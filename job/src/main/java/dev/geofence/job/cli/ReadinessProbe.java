@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.config.CommandArguments;
 import dev.geofence.job.GeofenceJob;
+import dev.geofence.job.handover.HandoverMetrics;
 import dev.geofence.job.index.FenceIndexMetrics;
 import dev.geofence.state.readiness.LoadPhase;
 import java.io.IOException;
@@ -37,7 +38,8 @@ import java.util.stream.Collectors;
  * operator's gauges per subtask) and never changes the job.
  *
  * <p>Contract: prints one line and returns 0 with {@code ready: N of N subtasks, F fences} when
- * every subtask of the fence index reports {@code index_ready} = 1. Otherwise returns 1 with
+ * every subtask of the fence index reports {@code index_ready} = 1 (with a handover, followed by
+ * what the instance writes: {@code ; writes the outputs}, {@code ; standby: ...}, ...). Otherwise returns 1 with
  * {@code not ready: ...}: each subtask that is not ready (numbered from 0, as in Flink's REST API)
  * with its load phase (if the operator exports {@code index_load_phase}) and what it waits for, or
  * one sentence saying why readiness cannot be told (REST API unreachable or slower than {@code
@@ -141,10 +143,14 @@ final class ReadinessProbe {
   private String check() throws NotReady {
     String jobId = runningJob();
     JsonNode vertex = null;
+    JsonNode handover = null;
     for (JsonNode v : get("/jobs/" + jobId).path("vertices")) {
-      if (v.path("name").asText().contains(VERTEX)) {
+      // The handover operator is chained after the fence index: usually one vertex names both.
+      if (vertex == null && v.path("name").asText().contains(VERTEX)) {
         vertex = v;
-        break;
+      }
+      if (handover == null && v.path("name").asText().contains(GeofenceJob.HANDOVER_NAME)) {
+        handover = v;
       }
     }
     if (vertex == null) {
@@ -208,7 +214,29 @@ final class ReadinessProbe {
     if (!notReady.isEmpty()) {
       throw new NotReady(String.join("; ", notReady));
     }
-    return subtasks.size() + " of " + subtasks.size() + " subtasks, " + fences + " fences";
+    return subtasks.size() + " of " + subtasks.size() + " subtasks, " + fences + " fences" + role(jobId, handover);
+  }
+
+  /**
+   * What this instance writes, from the handover operator's gauge, as "; ..." (nothing for a job
+   * without a handover, or before the gauge is fetched): a standby is ready without writing.
+   */
+  private String role(String jobId, JsonNode handover) throws NotReady {
+    if (handover == null) {
+      return "";
+    }
+    String base = "/jobs/" + jobId + "/vertices/" + handover.path("id").asText();
+    for (JsonNode metric : get(base + "/subtasks/metrics")) {
+      String id = metric.path("id").asText();
+      if (id.endsWith("." + HandoverMetrics.ROLE)) {
+        for (JsonNode value : get(base + "/subtasks/0/metrics?get=" + URLEncoder.encode(id, StandardCharsets.UTF_8))) {
+          Double code = number(value.path("value").asText());
+          String words = code == null ? null : HandoverMetrics.roleWords(code.intValue());
+          return words == null ? "" : "; " + words;
+        }
+      }
+    }
+    return "";
   }
 
   /** The id of the job to ask about: the one named or given by id, or else the only running one. */

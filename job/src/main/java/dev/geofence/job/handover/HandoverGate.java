@@ -18,6 +18,7 @@ import org.apache.flink.metrics.Counter;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.ChainingStrategy;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -60,10 +61,12 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   static final long LEASE_AHEAD_MS = 10_000;
   /** How often each subtask reads the row while it runs (and a writer says it runs). */
   static final long POLL_MS = 1_000;
+  /** How long a statement on the row may wait for the database. */
+  static final long NETWORK_TIMEOUT_MS = 30_000;
   /** How long a writer may stay silent before the instance taking over from it warns. */
   static final long SILENT_WRITER_MS = 30_000;
 
-  /** What this instance writes, by the row. */
+  /** What this instance writes, by the row (in the order of {@link HandoverMetrics#roleWords}). */
   enum Role {
     /** Every trigger below its lease, which it extends as it goes. */
     WRITER,
@@ -115,6 +118,8 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
     this.sink = sink;
     this.standby = standby;
     this.allowedLatenessMs = allowedLatenessMs;
+    // In the fence index's task, as the sinks were before it: the triggers cross no network.
+    setChainingStrategy(ChainingStrategy.ALWAYS);
   }
 
   @Override
@@ -136,7 +141,8 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
     instance = getRuntimeContext().getJobInfo().getJobId().toString();
     subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
     parallelism = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
-    leftToOther = getMetricGroup().counter("handover_triggers_left");
+    leftToOther = getMetricGroup().counter(HandoverMetrics.TRIGGERS_LEFT);
+    getMetricGroup().gauge(HandoverMetrics.ROLE, () -> role == null ? -1 : role.ordinal());
     clock = Long.MIN_VALUE;
     shareCommittedAfter = -1;
     Handover.Row row = sql(db -> standby
@@ -373,6 +379,9 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   private Connection connection() throws SQLException {
     if (db == null) {
       db = JdbcOutputs.connect(sink);
+      // A database that stops answering fails the statement, and so the task, instead of holding
+      // the task's thread for good.
+      db.setNetworkTimeout(Runnable::run, (int) NETWORK_TIMEOUT_MS);
     }
     return db;
   }
