@@ -110,18 +110,7 @@ class SessionClusterITCase extends EndToEndFixture {
         "--new-slot", oldSlot + "_green", "--source-user", user, "-Dgeofence.source.slot=" + oldSlot,
         "--heartbeat-interval", "300ms"));
     command.addAll(jobOptions());
-    File output = Files.createTempFile(temp, "deploy", ".out").toFile();
-    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output);
-    builder.environment().put(GeofenceOptions.PASSWORD_ENV, password);
-    Process process = builder.start();
-    boolean exited = process.waitFor(5, TimeUnit.MINUTES);
-    if (!exited) {
-      process.destroyForcibly();
-    }
-    String text = Files.readString(output.toPath(), StandardCharsets.UTF_8);
-    System.out.println("$ java -jar geofence-job.jar deploy ...\n" + text);
-    assertThat(exited).as("deploy did not finish within 5 minutes:%n%s", text).isTrue();
-    assertThat(process.exitValue()).as("exit status of deploy:%n%s", text).isZero();
+    String text = run(command, 5, "java -jar geofence-job.jar deploy");
     String third = find(DEPLOYED, text);
     assertThat(SlotProbe.read(db, oldSlot).exists()).as("the old job's slot dropped").isFalse();
 
@@ -171,26 +160,31 @@ class SessionClusterITCase extends EndToEndFixture {
     return savepoint;
   }
 
-  /**
-   * Runs {@code bash docker/session-cluster ARGS} with the fence database's password in its
-   * environment, as a user would; returns its output (also echoed for the build log) and fails
-   * with it on a non-zero exit.
-   */
+  /** Runs {@code bash docker/session-cluster ARGS}, as {@link #run} runs a command. */
   private String sessionCluster(String... args) throws Exception {
     List<String> command = new ArrayList<>(List.of("bash", script.toString()));
     command.addAll(List.of(args));
-    File output = Files.createTempFile(temp, "session-cluster", ".out").toFile();
+    return run(command, 3, "docker/session-cluster " + String.join(" ", args));
+  }
+
+  /**
+   * Runs {@code command} with the fence database's password in its environment, as a user would;
+   * returns its output (also echoed for the build log) and fails with it on a non-zero exit or
+   * when it takes longer than {@code minutes}.
+   */
+  private String run(List<String> command, int minutes, String what) throws Exception {
+    File output = Files.createTempFile(temp, "command", ".out").toFile();
     ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output);
     builder.environment().put(GeofenceOptions.PASSWORD_ENV, password);
     Process process = builder.start();
-    boolean exited = process.waitFor(3, TimeUnit.MINUTES);
+    boolean exited = process.waitFor(minutes, TimeUnit.MINUTES);
     if (!exited) {
       process.destroyForcibly();
     }
     String text = Files.readString(output.toPath(), StandardCharsets.UTF_8);
-    System.out.println("$ docker/session-cluster " + String.join(" ", args) + "\n" + text);
-    assertThat(exited).as("docker/session-cluster %s did not finish within 3 minutes:%n%s", args[0], text).isTrue();
-    assertThat(process.exitValue()).as("exit status of docker/session-cluster %s:%n%s", args[0], text).isZero();
+    System.out.println("$ " + what + "\n" + text);
+    assertThat(exited).as("%s did not finish within %d minutes:%n%s", what, minutes, text).isTrue();
+    assertThat(process.exitValue()).as("exit status of %s:%n%s", what, text).isZero();
     return text;
   }
 

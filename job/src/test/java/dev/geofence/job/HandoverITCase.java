@@ -61,14 +61,9 @@ class HandoverITCase extends EndToEndFixture {
   @Test
   void aBlueGreenDeployHandsTheOutputsOverWithEveryTriggerWrittenOnce() throws Exception {
     try (KafkaBroker kafka = KafkaBroker.start()) {
-      kafka.createTopic("triggers", 2);
       database("handover", 35);
       // A short lateness: the first instance's share is whole this long after T.
-      timePolicy = new LocationTimePolicy(Duration.ofSeconds(2), LocationTimePolicy.defaults().maxClockSkew());
-      handover = true;
-      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
-      placeFences(0, 30);
-      JobClient blue = start(1, "rocksdb");
+      JobClient blue = startWriter(kafka, Duration.ofSeconds(2));
       String blueSlot = slot;
 
       try (Arrivals arrivals = new Arrivals(url, kafka.bootstrapServers());
@@ -172,13 +167,8 @@ class HandoverITCase extends EndToEndFixture {
   @Test
   void theDeployCommandHandsOverOnTheClusterAndLeavesTheOldJobServingWhenTheNewOneIsNotReady() throws Exception {
     try (KafkaBroker kafka = KafkaBroker.start()) {
-      kafka.createTopic("triggers", 2);
       database("deploy", 36);
-      timePolicy = new LocationTimePolicy(Duration.ofSeconds(2), LocationTimePolicy.defaults().maxClockSkew());
-      handover = true;
-      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
-      placeFences(0, 30);
-      JobClient blue = start(1, "rocksdb");
+      JobClient blue = startWriter(kafka, Duration.ofSeconds(2));
       String blueId = blue.getJobID().toString();
       Configuration client = FLINK.getClientConfiguration();
       String restUrl = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT);
@@ -248,14 +238,9 @@ class HandoverITCase extends EndToEndFixture {
         .setCleanDataDirectory(false).setPort(port);
     EmbeddedPostgres running = server.start();
     try (KafkaBroker kafka = KafkaBroker.start()) {
-      kafka.createTopic("triggers", 2);
       database("jdbc:postgresql://localhost:" + port + "/postgres", "", "handover_restart", false, 37);
       // Long enough that the restart falls between the ask and the takeover.
-      timePolicy = new LocationTimePolicy(Duration.ofSeconds(20), LocationTimePolicy.defaults().maxClockSkew());
-      handover = true;
-      triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
-      placeFences(0, 30);
-      JobClient blue = start(1, "rocksdb");
+      JobClient blue = startWriter(kafka, Duration.ofSeconds(20));
       moveObjects();
       assertTriggersAsOracle();
       String blueSlot = slot;
@@ -303,6 +288,19 @@ class HandoverITCase extends EndToEndFixture {
       cancelJobsAndDisconnect();
       running.close();
     }
+  }
+
+  /**
+   * The first instance: with a handover row, the triggers topic (transactional prefix "blue"), 30
+   * fences, at parallelism 1 (the cluster's four slots hold a second instance beside it).
+   */
+  private JobClient startWriter(KafkaBroker kafka, Duration allowedLateness) throws Exception {
+    kafka.createTopic("triggers", 2);
+    timePolicy = new LocationTimePolicy(allowedLateness, LocationTimePolicy.defaults().maxClockSkew());
+    handover = true;
+    triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
+    placeFences(0, 30);
+    return start(1, "rocksdb");
   }
 
   private record Command(int status, String out, String err) {}
