@@ -138,13 +138,9 @@ class HandoverITCase extends EndToEndFixture {
         assertPresenceAsOracle();
         threeWayCheck("handover", 2_000);
         assertTriggersAsOracle();
-        Set<String> table = triggerIds();
-        Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
-            () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
-        assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
-            .as("triggers in the topic more than once").isEmpty();
+        assertTopicHoldsTheTableOnce(kafka);
 
-        System.out.printf("Handover: %d triggers over %d s; T %d ms after the ask's wall time%n", table.size(),
+        System.out.printf("Handover: %d triggers over %d s; T %d ms after the ask's wall time%n", triggerIds().size(),
             (classicTo - steadyFrom) / 1000, t - blueGreenFrom);
         System.out.printf("Longest stretch without a trigger written, ms (table / topic):%n");
         System.out.printf("  steady state  %6d / %6d%n", arrivals.table.longestGap(steadyFrom, steadyTo),
@@ -209,11 +205,7 @@ class HandoverITCase extends EndToEndFixture {
         moveObjects();
         assertTriggersAsOracle();
         assertPresenceAsOracle();
-        Set<String> table = triggerIds();
-        Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
-            () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
-        assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
-            .as("triggers in the topic more than once").isEmpty();
+        assertTopicHoldsTheTableOnce(kafka);
         System.out.println(deployed.out());
         // The new job is the cluster's, not the fixture's: cancelled here, before the next case.
         HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(restUrl + "/jobs/" + greenId + "?mode=cancel"))
@@ -279,11 +271,7 @@ class HandoverITCase extends EndToEndFixture {
       moveObjects();
       assertTriggersAsOracle();
       assertPresenceAsOracle();
-      Set<String> table = triggerIds();
-      Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
-          () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
-      assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
-          .as("triggers in the topic more than once").isEmpty();
+      assertTopicHoldsTheTableOnce(kafka);
     } finally {
       cancelJobsAndDisconnect();
       running.close();
@@ -301,6 +289,15 @@ class HandoverITCase extends EndToEndFixture {
     triggersTopic = KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "blue", Duration.ofMinutes(5));
     placeFences(0, 30);
     return start(1, "rocksdb");
+  }
+
+  /** The topic, read as read_committed readers do, holds every trigger of the table, each once. */
+  private void assertTopicHoldsTheTableOnce(KafkaBroker kafka) throws Exception {
+    Set<String> table = triggerIds();
+    Map<String, Integer> topic = Waiting.until("the topic to hold every trigger of the table", PATIENCE,
+        () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
+    assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
+        .as("triggers in the topic more than once").isEmpty();
   }
 
   private record Command(int status, String out, String err) {}
