@@ -74,13 +74,7 @@ class HandoverITCase extends EndToEndFixture {
         long steadyTo = System.currentTimeMillis();
 
         // A standby killed during its warm-up: the running instance serves on, the slot goes.
-        ReplicationSlots.copy(admin, blueSlot, blueSlot + "_lost");
-        String early = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
-        slot = blueSlot + "_lost";
-        standby = true;
-        triggersTopic = KafkaOutputs.forStandby(
-            KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "lost", Duration.ofMinutes(5)));
-        JobClient lost = launch(1, "rocksdb", early);
+        JobClient lost = startStandby(kafka, blue, blueSlot, "lost");
         lost.cancel().get();
         Waiting.until("the lost standby to stop", PATIENCE, () -> lost.getJobStatus().get().isGloballyTerminalState());
         awaitDropped(admin, blueSlot + "_lost");
@@ -89,13 +83,7 @@ class HandoverITCase extends EndToEndFixture {
 
         // The deploy: slot, savepoint without a stop, the standby, ready, the handover, the old one gone.
         long blueGreenFrom = System.currentTimeMillis();
-        String greenSlot = blueSlot + "_green";
-        ReplicationSlots.copy(admin, blueSlot, greenSlot);
-        String savepoint = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
-        slot = greenSlot;
-        triggersTopic = KafkaOutputs.forStandby(
-            KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "green", Duration.ofMinutes(5)));
-        JobClient green = launch(1, "rocksdb", savepoint);
+        JobClient green = startStandby(kafka, blue, blueSlot, "green");
         String greenId = green.getJobID().toString();
         // Once every subtask of its index is ready, the standby asks for the handover itself.
         Handover.Row asked = Waiting.until("the standby to ask for the handover", PATIENCE,
@@ -236,15 +224,7 @@ class HandoverITCase extends EndToEndFixture {
       moveObjects();
       assertTriggersAsOracle();
       String blueSlot = slot;
-      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
-        ReplicationSlots.copy(admin, blueSlot, blueSlot + "_green");
-      }
-      String savepoint = blue.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
-      slot = blueSlot + "_green";
-      standby = true;
-      triggersTopic = KafkaOutputs.forStandby(
-          KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", "green", Duration.ofMinutes(5)));
-      JobClient green = launch(1, "rocksdb", savepoint);
+      JobClient green = startStandby(kafka, blue, blueSlot, "green");
       String greenId = green.getJobID().toString();
       Waiting.until("the standby to ask for the handover", PATIENCE, () -> {
         try (Connection c = DriverManager.getConnection(url, "postgres", "")) {
@@ -298,6 +278,23 @@ class HandoverITCase extends EndToEndFixture {
         () -> triggerIdsIn(kafka.values("triggers", true)), ids -> ids.keySet().equals(table));
     assertThat(topic.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey).toList())
         .as("triggers in the topic more than once").isEmpty();
+  }
+
+  /**
+   * A deploy's first half by hand: the running instance's slot copied (as SLOT_NAME), a savepoint
+   * taken without a stop, and a standby started from it on the copy, with a transactional prefix
+   * of its own (NAME).
+   */
+  private JobClient startStandby(KafkaBroker kafka, JobClient running, String runningSlot, String name) throws Exception {
+    try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+      ReplicationSlots.copy(admin, runningSlot, runningSlot + "_" + name);
+    }
+    String savepoint = running.triggerSavepoint(temp.resolve("savepoints").toUri().toString()).get();
+    slot = runningSlot + "_" + name;
+    standby = true;
+    triggersTopic = KafkaOutputs.forStandby(
+        KafkaOutputs.triggers(kafka.bootstrapServers(), "triggers", name, Duration.ofMinutes(5)));
+    return launch(1, "rocksdb", savepoint);
   }
 
   private record Command(int status, String out, String err) {}

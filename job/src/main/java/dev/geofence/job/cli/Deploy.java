@@ -109,7 +109,8 @@ final class Deploy {
     }
     Configuration given = ALL.parse(args, 1);
     try {
-      return new Deploy(out).deploy(given, System.getenv(GeofenceOptions.PASSWORD_ENV));
+      String password = System.getenv(GeofenceOptions.PASSWORD_ENV);
+      return new Deploy(out).deploy(given, password == null ? "" : password);
     } catch (Failed e) {
       err.println("geofence: " + e.getMessage());
       return e.status;
@@ -149,7 +150,7 @@ final class Deploy {
       throw new Failed(OLD_JOB, "job " + oldJob + " is named '" + job.path("name").asText() + "', not '" + jobName
           + "' (give --job-name as the running job has it)");
     }
-    try (Connection sink = DriverManager.getConnection(sinkUrl, user, password == null ? "" : password)) {
+    try (Connection sink = DriverManager.getConnection(sinkUrl, user, password)) {
       String writer = Handover.read(sink, jobName).map(Handover.Row::writer).orElse(null);
       if (!oldJob.equals(writer)) {
         throw new Failed(OLD_JOB, writer == null
@@ -159,7 +160,7 @@ final class Deploy {
     }
 
     step("Copying the replication slot " + oldSlot + " into " + newSlot);
-    try (Connection source = DriverManager.getConnection(sourceUrl, user, password == null ? "" : password)) {
+    try (Connection source = DriverManager.getConnection(sourceUrl, user, password)) {
       ReplicationSlots.copy(source, oldSlot, newSlot);
     } catch (IllegalStateException | SQLException e) {
       throw new Failed(NOT_STARTED, e.getMessage());
@@ -180,7 +181,7 @@ final class Deploy {
 
     step("Waiting until the new job's index is ready (at most " + ReadinessProbe.seconds(
         ALL.get(given, READY_TIMEOUT).toMillis()) + "): it then asks for the handover itself");
-    try (Connection sink = DriverManager.getConnection(sinkUrl, user, password == null ? "" : password)) {
+    try (Connection sink = DriverManager.getConnection(sinkUrl, user, password)) {
       Handover.Row asked;
       try {
         asked = awaitAsked(sink, jobName, newJob, ALL.get(given, READY_TIMEOUT));
@@ -331,7 +332,7 @@ final class Deploy {
 
   /** Drops {@code slot} once no job reads it (a cancelled job lets go of it within seconds); false if it is still read after a minute. */
   private boolean dropSlot(String url, String user, String password, String slot) throws Exception {
-    try (Connection source = DriverManager.getConnection(url, user, password == null ? "" : password)) {
+    try (Connection source = DriverManager.getConnection(url, user, password)) {
       long deadline = System.nanoTime() + Duration.ofMinutes(1).toNanos();
       while (true) {
         try {
@@ -359,7 +360,7 @@ final class Deploy {
     try {
       response = http.send(request, HttpResponse.BodyHandlers.ofString());
     } catch (IOException e) {
-      throw new Failed(status, "cannot reach Flink's REST API at " + restUrl + " (" + e.getMessage() + ")");
+      throw new Failed(status, "cannot reach Flink's REST API at " + restUrl + " (" + ReadinessProbe.why(e) + ")");
     }
     if (response.statusCode() == 404) {
       throw new Failed(status, "Flink's REST API at " + restUrl + " knows no " + path);

@@ -410,7 +410,7 @@ final class ReadinessProbe {
   }
 
   /** The HTTP client's exceptions for a refused connection or an unknown host carry no message. */
-  private static String why(IOException e) {
+  static String why(IOException e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof UnresolvedAddressException || t instanceof UnknownHostException) {
         return "unknown host";
