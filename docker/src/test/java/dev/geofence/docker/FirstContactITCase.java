@@ -170,9 +170,13 @@ class FirstContactITCase {
     assertThat(second.output()).contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern(SAVEPOINT_LINE.pattern()).doesNotContain("Exception in thread");
     assertThat(postgresProcessesOn(work)).as("PostgreSQL processes left behind").isEmpty();
+    // A probe is a JVM start (a second or two), and 2,000 fences load in less: whether one lands
+    // inside a load phase is chance (CI caught only "deploying" then "ready" once). What the user
+    // must see is exit 1 naming each subtask's state before ready; ReadinessProbeTest holds the
+    // load phases' words, against an operator whose gauges stay in each phase until told.
     Set<String> phases = Arrays.stream(LoadPhase.values()).map(LoadPhase::toString).collect(Collectors.toSet());
-    phases.add("initializing");
-    assertThat(phasesSeen).as("ready answered exit 1 naming a phase while the index was loading, in one of the runs")
+    phases.addAll(List.of("initializing", "deploying", "scheduled", "created"));
+    assertThat(phasesSeen).as("ready answered exit 1 naming a subtask's state before the index was ready, in one of the runs")
         .anyMatch(line -> phases.stream().anyMatch(p -> line.matches("not ready: subtask \\d+ " + Pattern.quote(p) + ".*")));
   }
 
