@@ -93,8 +93,20 @@ public final class GeofenceJob {
    * @param outputs the output database, which holds the row
    * @param standby whether this instance starts as the standby of the running one, writing nothing
    *     until that one hands over; otherwise it takes the outputs over at once
+   * @param resumes the writer, a job that ended, whose seat this instance takes (restored from its
+   *     last checkpoint, it goes on with the handover under way), or null
    */
-  public record Handover(JdbcConnectionOptions outputs, boolean standby) {}
+  public record Handover(JdbcConnectionOptions outputs, boolean standby, String resumes) {
+    public Handover {
+      if (standby && resumes != null) {
+        throw new IllegalArgumentException("an instance starts as a standby or in a writer's seat, not both");
+      }
+    }
+
+    public Handover(JdbcConnectionOptions outputs, boolean standby) {
+      this(outputs, standby, null);
+    }
+  }
 
   /** Max parallelism when the environment sets none; it must divide the 4096 fence buckets. */
   public static final int DEFAULT_MAX_PARALLELISM = 128;
@@ -194,7 +206,7 @@ public final class GeofenceJob {
     if (endpoints.handover() != null) {
       SingleOutputStreamOperator<GeofenceTrigger> share = triggers
           .transform(HANDOVER_NAME, TypeInformation.of(GeofenceTrigger.class), new HandoverGate(endpoints.handover().outputs(),
-              endpoints.handover().standby(), settings.timePolicy().allowedLateness().toMillis()))
+              endpoints.handover().standby(), endpoints.handover().resumes(), settings.timePolicy().allowedLateness().toMillis()))
           .uid(Uids.HANDOVER);
       written = share;
       presence = share.getSideOutput(HandoverGate.PRESENCE);

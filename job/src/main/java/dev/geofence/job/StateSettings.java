@@ -8,6 +8,7 @@ import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.ExecutionOptions;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -106,6 +107,13 @@ public final class StateSettings {
     setUnlessSet(config, options, ExecutionOptions.SNAPSHOT_COMPRESSION, true);
     setUnlessSet(config, options, CheckpointingOptions.TOLERABLE_FAILURE_NUMBER,
         tolerableFailures(options.get(GeofenceOptions.CHECKPOINT_INTERVAL)));
+    if (options.get(GeofenceOptions.HANDOVER) || options.get(GeofenceOptions.STANDBY)
+        || options.getOptional(GeofenceOptions.RESUME_WRITER).isPresent()) {
+      // A writer that fails for good during a handover is resumed from its last checkpoint
+      // (docs/deployment.md#bluegreen-deploys): Flink keeps it when the job fails, not when it is cancelled.
+      setUnlessSet(config, options, CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
+          ExternalizedCheckpointRetention.DELETE_ON_CANCELLATION);
+    }
     String savepoint = options.get(StateRecoveryOptions.SAVEPOINT_PATH);
     boolean changelog;
     if (options.getOptional(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG).isPresent()) {

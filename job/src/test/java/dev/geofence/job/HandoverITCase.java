@@ -30,7 +30,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.flink.api.common.JobStatus;
@@ -48,7 +50,8 @@ import org.junit.jupiter.api.Test;
  * are edited all along, while a second instance starts beside the first from a savepoint taken
  * without stopping, on a slot copied from the first one's, is asked to take over at the first's
  * frozen lease T and does once the first has committed every trigger before T; the first is then
- * cancelled and its slot dropped. A standby killed during its warm-up first changes nothing. The
+ * cancelled and its slot dropped. A standby killed during its warm-up first changes nothing; an old
+ * instance that fails for good during the handover is resumed from its last checkpoint. The
  * triggers in the table and in the topic ({@code read_committed}) are the oracle's, each once; the
  * presence is the oracle's; the index passes the three-way check. Then a classic deploy (stop with
  * a savepoint, restore) under the same workload, for comparison: the test prints the longest
@@ -154,14 +157,7 @@ class HandoverITCase extends EndToEndFixture {
       database("deploy", 36);
       JobClient blue = startWriter(kafka, Duration.ofSeconds(2));
       String blueId = blue.getJobID().toString();
-      Configuration client = FLINK.getClientConfiguration();
-      String restUrl = "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT);
-      List<String> common = List.of("--rest-url", restUrl, "--slot", slot, "--source-url", url, "--source-user", "postgres",
-          "--locations", "file:" + inbox, "--parallelism", "1", "--checkpoint-interval", "1 s",
-          "--heartbeat-interval", "300 ms", "--allowed-lateness", "2 s", "--state-backend", "rocksdb",
-          "--checkpoint-dir", temp.resolve("checkpoints").toUri().toString(),
-          "--savepoint-dir", temp.resolve("savepoints").toUri().toString(),
-          "--triggers-topic", kafka.bootstrapServers() + "/triggers");
+      List<String> common = deployOptions(kafka, "2 s");
 
       try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
         Workload workload = new Workload();
@@ -185,21 +181,96 @@ class HandoverITCase extends EndToEndFixture {
         Waiting.until("the old job to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
         assertThat(blue.getJobStatus().get()).isEqualTo(JobStatus.CANCELED);
         assertThat(SlotProbe.read(admin, slot).exists()).as("the old job's slot dropped").isFalse();
-        String greenId = Handover.read(admin, JOB).orElseThrow().writer();
-        assertThat(deployed.out()).contains("Deployed: job " + greenId + " on slot " + slot + "_green");
-        Thread.sleep(3_000);
-        workload.stop();
-        slot = slot + "_green";
-        moveObjects();
-        assertTriggersAsOracle();
-        assertPresenceAsOracle();
-        assertTopicHoldsTheTableOnce(kafka);
-        System.out.println(deployed.out());
-        // The new job is the cluster's, not the fixture's: cancelled here, before the next case.
-        HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(restUrl + "/jobs/" + greenId + "?mode=cancel"))
-            .method("PATCH", HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
+        endsAsOracle(deployed, slot + "_green", workload, admin, kafka);
       }
     }
+  }
+
+  /**
+   * The old job fails for good after the new one asked for the handover and before it committed
+   * its share (its restarts ran out: here it has none, and its replication connection is cut): the
+   * deploy command submits its last checkpoint in its seat, on its slot, and the handover goes on
+   * with that job. Flink's recovery commits what the checkpoint had pending and aborts the ended
+   * job's later transactions; the resumed job writes the rest of the share before T, the new one
+   * those from T on: every trigger once in the table and the topic, the presence the oracle's.
+   */
+  @Test
+  void theOldJobFailingForGoodDuringTheHandoverIsResumedFromItsLastCheckpoint() throws Exception {
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      database("resume", 38);
+      failForGood = true;
+      // Long enough that the old job's share before T is still open when it fails.
+      JobClient blue = startWriter(kafka, Duration.ofSeconds(20));
+      String blueId = blue.getJobID().toString();
+      String blueSlot = slot;
+      List<String> common = deployOptions(kafka, "20 s");
+      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        Workload workload = new Workload();
+        CompletableFuture<Command> deploying = CompletableFuture.supplyAsync(() -> {
+          try {
+            return deploy(common, "--from-job", blueId, "--new-slot", blueSlot + "_green", "--job-name", JOB);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+        Handover.Row asked = Waiting.until("the new job to ask for the handover", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
+            row -> row.nextWriter() != null);
+        assertThat(asked.writer()).isEqualTo(blueId);
+        assertThat(asked.subtasksDone()).as("the old job's share before T still open").isZero();
+        try (Statement s = admin.createStatement()) {
+          s.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" + blueSlot + "'");
+        }
+        Waiting.until("the old job to fail for good", PATIENCE, () -> blue.getJobStatus().get(), status -> status == JobStatus.FAILED);
+
+        Command deployed = deploying.get(5, TimeUnit.MINUTES);
+        assertThat(deployed.status()).as(deployed.out() + deployed.err()).isZero();
+        assertThat(deployed.out()).contains("- Job " + blueId + " is FAILED before it handed over: resuming it from its last checkpoint, on "
+            + blueSlot, "Deployed: job ");
+        assertThat(SlotProbe.read(admin, blueSlot).exists()).as("the old job's slot dropped after its resumed job").isFalse();
+        endsAsOracle(deployed, blueSlot + "_green", workload, admin, kafka);
+      }
+    }
+  }
+
+  /**
+   * After a deploy that exited 0: the new job on {@code newSlot} writes the outputs; with the
+   * workload stopped and the objects moved once more, the table, the presence and the topic are the
+   * oracle's. The new job is the cluster's, not the fixture's: cancelled here, before the next case.
+   */
+  private void endsAsOracle(Command deployed, String newSlot, Workload workload, Connection admin, KafkaBroker kafka)
+      throws Exception {
+    String greenId = Handover.read(admin, JOB).orElseThrow().writer();
+    assertThat(deployed.out()).contains("Deployed: job " + greenId + " on slot " + newSlot);
+    Thread.sleep(3_000);
+    workload.stop();
+    slot = newSlot;
+    moveObjects();
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    assertTopicHoldsTheTableOnce(kafka);
+    System.out.println(deployed.out());
+    cancelOnCluster(greenId);
+  }
+
+  /** The options of {@code deploy} for this fixture's cluster, database and inbox. */
+  private List<String> deployOptions(KafkaBroker kafka, String allowedLateness) {
+    return List.of("--rest-url", restUrl(), "--slot", slot, "--source-url", url, "--source-user", "postgres",
+        "--locations", "file:" + inbox, "--parallelism", "1", "--checkpoint-interval", "1 s",
+        "--heartbeat-interval", "300 ms", "--allowed-lateness", allowedLateness, "--state-backend", "rocksdb",
+        "--checkpoint-dir", temp.resolve("checkpoints").toUri().toString(),
+        "--savepoint-dir", temp.resolve("savepoints").toUri().toString(),
+        "--triggers-topic", kafka.bootstrapServers() + "/triggers");
+  }
+
+  private static String restUrl() {
+    Configuration client = FLINK.getClientConfiguration();
+    return "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT);
+  }
+
+  /** Cancels a job the deploy command submitted: the cluster's, not the fixture's, so cancelled before the next case. */
+  private static void cancelOnCluster(String job) throws Exception {
+    HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(restUrl() + "/jobs/" + job + "?mode=cancel"))
+        .method("PATCH", HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
   }
 
   /**
@@ -301,9 +372,7 @@ class HandoverITCase extends EndToEndFixture {
 
   /** The ready probe's line for {@code job}, as {@code java -jar geofence-job.jar ready} prints it. */
   private static String probe(String job) throws Exception {
-    Configuration client = FLINK.getClientConfiguration();
-    Command ready = command("ready", "--rest-url", "http://" + client.get(RestOptions.ADDRESS) + ":" + client.get(RestOptions.PORT),
-        "--job", job);
+    Command ready = command("ready", "--rest-url", restUrl(), "--job", job);
     return ready.out().strip();
   }
 

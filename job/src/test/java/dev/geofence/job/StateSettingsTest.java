@@ -6,6 +6,9 @@ import dev.geofence.connectors.config.GeofenceOptions;
 import java.time.Duration;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import java.util.List;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
+import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -64,6 +67,21 @@ class StateSettingsTest {
     Configuration options = options();
     options.set(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER, 0);
     assertThat(applied(options).getOptional(CheckpointingOptions.TOLERABLE_FAILURE_NUMBER)).isEmpty();
+  }
+
+  /** A job in a handover keeps its checkpoints when it fails for good, so that a deploy can resume it; as the user says otherwise. */
+  @Test
+  void aHandoverKeepsTheCheckpointsOfAFailedJob() {
+    assertThat(applied(options()).getOptional(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION)).as("Flink's default").isEmpty();
+    for (ConfigOption<?> role : List.of(GeofenceOptions.HANDOVER, GeofenceOptions.STANDBY, GeofenceOptions.RESUME_WRITER)) {
+      Configuration options = options();
+      options.setString(role.key(), role == GeofenceOptions.RESUME_WRITER ? "7e4cc054f46b8a64634119145b0b2efa" : "true");
+      assertThat(applied(options).get(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION)).as(role.key())
+          .isEqualTo(ExternalizedCheckpointRetention.DELETE_ON_CANCELLATION);
+      options.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION, ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
+      assertThat(applied(options).getOptional(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION)).as("the user's, left as it is")
+          .isEmpty();
+    }
   }
 
   @Test

@@ -163,6 +163,11 @@ public final class GeofenceOptions {
       .withDescription("Start as the standby of the running instance of the same job name: evaluate everything, write"
           + " nothing until that one hands the outputs over (the deploy command asks it to). Implies the handover.");
 
+  public static final ConfigOption<String> RESUME_WRITER = key("geofence.handover.resume-writer").stringType().noDefaultValue()
+      .withDescription("Start in the seat of this writer, a job id that ended during a handover, restored from its last"
+          + " checkpoint: keep the handover under way (T and the next writer) instead of taking the outputs over. The deploy"
+          + " command does this when the running job ends before it has handed over.");
+
   // ---- the job: Flink's own keys, with the job's defaults -------------------------------------------
 
   public static final ConfigOption<String> JOB_NAME = key(PipelineOptions.NAME.key()).stringType().defaultValue("geofence")

@@ -84,6 +84,29 @@ public final class Handover {
     return read(db, jobName).orElseThrow();
   }
 
+  /**
+   * Puts {@code instance} in the seat of {@code writer}, a writer that ended (a deploy restores
+   * its last checkpoint as {@code instance}): it keeps the handover under way as it is, T and the
+   * next writer, and says again which of its subtasks committed their share. Unlike {@link #claim}
+   * it takes the outputs from nobody else: once the next writer has taken over, or for a writer
+   * that is not {@code writer}, it changes nothing. Returns the row as it is then.
+   */
+  public static Row resume(Connection db, String jobName, String writer, String instance, int parallelism) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement(
+        "UPDATE geofence_handover SET writer = ?, writer_parallelism = ?, writer_seen_at = now(), writer_done = '{}',"
+            + " updated_at = now() WHERE job_name = ? AND writer IN (?, ?) AND writer <> ?")) {
+      s.setString(1, instance);
+      s.setInt(2, parallelism);
+      s.setString(3, jobName);
+      s.setString(4, writer);
+      s.setString(5, instance);
+      s.setString(6, instance);
+      s.executeUpdate();
+    }
+    return read(db, jobName).orElseThrow(() -> new IllegalStateException(
+        "no instance of " + jobName + " keeps a row in geofence_handover, so " + instance + " has no writer to resume"));
+  }
+
   /** Says that {@code writer} runs: a standby taking over from a writer that stopped saying so warns. */
   public static void seen(Connection db, String jobName, String writer) throws SQLException {
     try (PreparedStatement s = db.prepareStatement(

@@ -12,7 +12,8 @@ import org.junit.jupiter.api.Test;
  * The rules of the handover row on a real server, each an update whose WHERE clause keeps it: an
  * ask freezes the writer's lease, which it can then no longer extend; the next writer's lease grows
  * from T; the next writer becomes the writer only once every subtask of the old one is done; a
- * failover of the writer keeps a handover under way, a classic restore takes the outputs over.
+ * failover of the writer keeps a handover under way, a classic restore takes the outputs over; an
+ * instance resuming a writer that ended takes its seat and nothing else.
  */
 class HandoverTest {
 
@@ -79,6 +80,34 @@ class HandoverTest {
       // A classic restore (a new instance, not a standby) takes the outputs over at once.
       assertThat(Handover.claim(db, "geo", "purple", 1)).extracting(Handover.Row::writer, Handover.Row::writerSince,
           Handover.Row::writesUntil, Handover.Row::nextWriter).containsExactly("purple", Handover.NONE, 30_000L, null);
+    }
+  }
+
+  @Test
+  void aResumedWriterTakesTheEndedOnesSeatWithTheHandoverUnderWay() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.start(); Connection db = pg.getPostgresDatabase().getConnection()) {
+      Migrations.applyOutputs(db);
+      assertThatThrownBy(() -> Handover.resume(db, "geo", "blue", "blue2", 2)).isInstanceOf(IllegalStateException.class)
+          .hasMessage("no instance of geo keeps a row in geofence_handover, so blue2 has no writer to resume");
+      Handover.claim(db, "geo", "blue", 2);
+      Handover.extend(db, "geo", "blue", 10_000);
+      Handover.registerStandby(db, "geo", "green", 1);
+      Handover.ask(db, "geo", "blue", "green");
+      Handover.markDone(db, "geo", "blue", 0);
+
+      // blue ended with one of its two subtasks done; blue2, restored from its last checkpoint, sits in its seat.
+      Handover.Row resumed = Handover.resume(db, "geo", "blue", "blue2", 3);
+      assertThat(resumed).extracting(Handover.Row::writer, Handover.Row::writerParallelism, Handover.Row::nextWriter,
+          Handover.Row::handoverAt, Handover.Row::subtasksDone).containsExactly("blue2", 3, "green", 10_000L, 0);
+      assertThat(Handover.extend(db, "geo", "blue2", 20_000)).as("T stays frozen").isEqualTo(Handover.NONE);
+      // A failover of blue2 resumes again: what its subtasks said stays.
+      Handover.markDone(db, "geo", "blue2", 2);
+      assertThat(Handover.resume(db, "geo", "blue", "blue2", 3).subtasksDone()).isEqualTo(1);
+      assertThat(Handover.resume(db, "geo", "blue", "red", 1).writer()).as("only blue's seat, and blue2 has it").isEqualTo("blue2");
+      Handover.markDone(db, "geo", "blue2", 0);
+      Handover.markDone(db, "geo", "blue2", 1);
+      assertThat(Handover.takeOver(db, "geo", "green", 1)).isTrue();
+      assertThat(Handover.resume(db, "geo", "blue2", "blue3", 3).writer()).as("once taken over, nothing to resume").isEqualTo("green");
     }
   }
 }

@@ -40,7 +40,9 @@ import org.apache.flink.core.execution.JobClient;
  * new job from that savepoint as a standby on the copy, waits until its index is ready, asks for
  * the handover, waits until the new job writes the outputs, then cancels the old job and drops its
  * slot. Each step prints a line; each failure prints one sentence and exits with its own status,
- * leaving the old job serving wherever that is still possible.
+ * leaving the old job serving wherever that is still possible. Should the old job end before it
+ * has handed over (it failed for good, or was cancelled), its last checkpoint is submitted in its
+ * seat ({@link GeofenceOptions#RESUME_WRITER}), and the handover goes on with that job.
  */
 final class Deploy {
 
@@ -52,6 +54,7 @@ final class Deploy {
   static final int NOT_READY = 5;
   static final int NOT_HANDED_OVER = 6;
   static final int NOT_CLEANED_UP = 7;
+  static final int WRITER_LOST = 8;
 
   static final ConfigOption<String> REST_URL = key("geofence.deploy.rest-url").stringType().noDefaultValue()
       .withDescription("The session cluster's REST API, e.g. http://flink:8081: where the running job is and the new one goes.");
@@ -85,7 +88,8 @@ final class Deploy {
       "old job and drops its slot. Give the options of run the new job is to run with, --slot being the",
       "running job's slot. Exit 0 deployed; 2 bad command line; 3 the running job cannot hand over; 4 the",
       "new job did not start (the old one serves on); 5 it was not ready in time (cancelled, the old one",
-      "serves on); 6 the handover did not finish in time (both run); 7 the old job or its slot is left.",
+      "serves on); 6 the handover did not finish in time (both run); 7 the old job or its slot is left; 8 the",
+      "old job ended before handing over and could not be resumed from its last checkpoint.",
       "",
       "Options of deploy:",
       OPTIONS.help());
@@ -96,6 +100,12 @@ final class Deploy {
   private final PrintStream out;
   private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
   private String restUrl;
+  /** The job in the writer's seat: the running job, or the one resuming it after it ended. */
+  private String writerJob;
+  /** What resuming the writer needs: the new job's options, the writer's slot, the password. */
+  private Configuration given;
+  private String oldSlot;
+  private String password;
 
   private Deploy(PrintStream out) {
     this.out = out;
@@ -118,6 +128,7 @@ final class Deploy {
   }
 
   private int deploy(Configuration commandLine, String password) throws Exception {
+    this.password = password;
     restUrl = ALL.required(commandLine, REST_URL).replaceAll("/+$", "");
     URI rest = URI.create(restUrl);
     if (rest.getHost() == null || !restUrl.matches("https?://.*")) {
@@ -125,10 +136,11 @@ final class Deploy {
     }
     // The cluster's configuration beneath the command line, as flink run reads the cluster's
     // config.yaml: the job's options kept there, and the changelog storage the new job must know.
-    Configuration given = clusterConfiguration();
+    given = clusterConfiguration();
     given.addAll(commandLine);
     String oldJob = ALL.required(given, FROM_JOB);
-    String oldSlot = ALL.get(given, GeofenceOptions.SLOT);
+    writerJob = oldJob;
+    oldSlot = ALL.get(given, GeofenceOptions.SLOT);
     String newSlot = ALL.required(given, NEW_SLOT);
     if (newSlot.equals(oldSlot)) {
       throw new IllegalArgumentException("option --new-slot must differ from the running job's --slot (" + oldSlot + ")");
@@ -172,7 +184,7 @@ final class Deploy {
       String savepoint = savepoint(oldJob, ALL.get(given, GeofenceOptions.SAVEPOINT_DIR));
       out.println("      " + savepoint);
       step("Submitting the new job from it, as a standby on " + newSlot);
-      newJob = submit(given, rest, newSlot, savepoint, password);
+      newJob = submit(newSlot, savepoint, null);
       out.println("      job " + newJob);
     } catch (Failed | RuntimeException e) {
       dropSlot(sourceUrl, user, password, newSlot);
@@ -192,19 +204,23 @@ final class Deploy {
         if (Handover.withdrawStandby(sink, jobName, newJob)) {
           cancel(newJob);
           dropSlot(sourceUrl, user, password, newSlot);
-          throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped, job " + oldJob + " serves on");
+          throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped, job " + writerJob + " serves on");
         }
         asked = Handover.read(sink, jobName).orElseThrow();
       }
 
       step("Handing the outputs over");
       out.println("      T = " + Instant.ofEpochMilli(asked.nextWriter() != null ? asked.handoverAt() : asked.writerSince()) + ": "
-          + oldJob + " writes the triggers before it, " + newJob + " those from it on; waiting for " + oldJob
+          + writerJob + " writes the triggers before it, " + newJob + " those from it on; waiting for " + writerJob
           + " to commit its share (its clock past T by the allowed lateness, " + ReadinessProbe.seconds(lateness.toMillis()) + ")");
       long deadline = System.nanoTime() + handoverTimeout.toNanos();
       while (!Handover.read(sink, jobName).map(r -> r.writer().equals(newJob)).orElse(false)) {
+        if (resumeEndedWriter()) {
+          // The resumed job restores and catches up before it can commit its share: a new wait.
+          deadline = System.nanoTime() + handoverTimeout.toNanos();
+        }
         if (System.nanoTime() > deadline) {
-          throw new Failed(NOT_HANDED_OVER, "job " + oldJob + " did not commit its triggers before T within "
+          throw new Failed(NOT_HANDED_OVER, "job " + writerJob + " did not commit its triggers before T within "
               + ReadinessProbe.seconds(handoverTimeout.toMillis()) + "; both jobs run, " + newJob
               + " writes those from T on: see geofence_handover and the old job's log");
         }
@@ -213,11 +229,11 @@ final class Deploy {
     }
     out.println("      job " + newJob + " writes the outputs");
 
-    step("Cancelling " + oldJob + " and dropping its slot " + oldSlot);
+    step("Cancelling " + writerJob + " and dropping its slot " + oldSlot);
     try {
-      cancel(oldJob);
+      cancel(writerJob);
     } catch (Failed e) {
-      throw new Failed(NOT_CLEANED_UP, e.getMessage() + "; cancel job " + oldJob + " and drop the slot " + oldSlot + " by hand");
+      throw new Failed(NOT_CLEANED_UP, e.getMessage() + "; cancel job " + writerJob + " and drop the slot " + oldSlot + " by hand");
     }
     if (!dropSlot(sourceUrl, user, password, oldSlot)) {
       throw new Failed(NOT_CLEANED_UP, "the slot " + oldSlot + " was not let go of within a minute; drop it by hand"
@@ -266,8 +282,42 @@ final class Deploy {
     throw new Failed(NOT_STARTED, "the savepoint of " + job + " did not complete within 30 min");
   }
 
-  /** Builds the job as {@code run} would, with the new slot, as a standby, and submits it to the cluster. */
-  private String submit(Configuration given, URI rest, String slot, String savepoint, String password) throws Exception {
+  /**
+   * Once the job in the writer's seat has ended (failed for good, or cancelled by someone else),
+   * submits its last checkpoint in its seat, on its slot: Flink's own recovery then commits what
+   * that checkpoint had pending and aborts the ended job's later transactions, and the resumed job
+   * writes what the ended one had not committed. True if it did so.
+   */
+  private boolean resumeEndedWriter() throws Exception {
+    String state = get("/jobs/" + writerJob, WRITER_LOST).path("state").asText();
+    if (!TERMINAL.contains(state)) {
+      return false;
+    }
+    JsonNode last = get("/jobs/" + writerJob + "/checkpoints", WRITER_LOST).path("latest").path("completed");
+    String checkpoint = last.path("external_path").asText("");
+    if (checkpoint.isEmpty() || last.path("discarded").asBoolean(false)) {
+      throw new Failed(WRITER_LOST, "job " + writerJob + " is " + state + " before it handed over and left no checkpoint to resume"
+          + " it from (Flink deletes them when a job is cancelled): the triggers it had not committed are missing;"
+          + " see docs/operations.md, a handover that does not finish");
+    }
+    step("Job " + writerJob + " is " + state + " before it handed over: resuming it from its last checkpoint, on " + oldSlot);
+    out.println("      " + checkpoint);
+    String ended = writerJob;
+    try {
+      writerJob = submit(oldSlot, checkpoint, ended);
+    } catch (RuntimeException e) {
+      throw new Failed(WRITER_LOST, "job " + ended + " is " + state + " before it handed over, and resuming it failed: " + e.getMessage());
+    }
+    out.println("      job " + writerJob + " in the seat of " + ended);
+    return true;
+  }
+
+  /**
+   * Builds the job as {@code run} would, on {@code slot} from {@code savepoint}, and submits it to
+   * the cluster: as the standby, or in the seat of the ended writer {@code resumes}.
+   */
+  private String submit(String slot, String savepoint, String resumes) throws Exception {
+    URI rest = URI.create(restUrl);
     Configuration options = new Configuration();
     given.toMap().forEach((k, v) -> {
       if (!k.startsWith("geofence.deploy.")) {
@@ -275,7 +325,11 @@ final class Deploy {
       }
     });
     options.set(GeofenceOptions.SLOT, slot);
-    options.set(GeofenceOptions.STANDBY, true);
+    if (resumes == null) {
+      options.set(GeofenceOptions.STANDBY, true);
+    } else {
+      options.set(GeofenceOptions.RESUME_WRITER, resumes);
+    }
     options.set(GeofenceOptions.FROM_SAVEPOINT, savepoint);
     options.set(DeploymentOptions.TARGET, "remote");
     options.set(RestOptions.ADDRESS, rest.getHost());
@@ -301,6 +355,7 @@ final class Deploy {
       if (job.equals(row.nextWriter()) || row.writer().equals(job)) {
         return row;
       }
+      resumeEndedWriter();
       JsonNode status = get("/jobs/" + job, NOT_READY);
       String state = status.path("state").asText();
       if (TERMINAL.contains(state)) {

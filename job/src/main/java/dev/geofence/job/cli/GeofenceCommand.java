@@ -105,6 +105,7 @@ public final class GeofenceCommand {
       Flag.duration("hydration-retention", GeofenceOptions.HYDRATION_RETENTION),
       Flag.toggle("handover", GeofenceOptions.HANDOVER),
       Flag.toggle("standby", GeofenceOptions.STANDBY),
+      Flag.text("resume-writer", "JOB_ID", GeofenceOptions.RESUME_WRITER),
       Flag.number("parallelism", "N", GeofenceOptions.PARALLELISM).defaultingTo("the cluster's"),
       Flag.text("checkpoint-dir", "URI", GeofenceOptions.CHECKPOINT_DIR),
       Flag.duration("checkpoint-interval", GeofenceOptions.CHECKPOINT_INTERVAL),
@@ -217,6 +218,11 @@ public final class GeofenceCommand {
     Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group,
         restored);
     boolean standby = RUN.get(options, GeofenceOptions.STANDBY);
+    String resumes = RUN.get(options, GeofenceOptions.RESUME_WRITER);
+    if (standby && resumes != null) {
+      throw new IllegalArgumentException("options " + RUN.describe(GeofenceOptions.STANDBY.key()) + " and "
+          + RUN.describe(GeofenceOptions.RESUME_WRITER.key()) + " exclude each other: a job starts as a standby or in a writer's seat");
+    }
     String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
@@ -288,8 +294,8 @@ public final class GeofenceCommand {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
-    if (standby || RUN.get(options, GeofenceOptions.HANDOVER)) {
-      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby));
+    if (standby || resumes != null || RUN.get(options, GeofenceOptions.HANDOVER)) {
+      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby, resumes));
     }
 
     // The output tables come from the shipped migration, unless they exist (a least-privileged

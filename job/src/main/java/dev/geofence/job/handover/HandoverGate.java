@@ -82,6 +82,7 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
 
   private final JdbcConnectionOptions sink;
   private final boolean standby;
+  private final String resumes;
   private final long allowedLatenessMs;
 
   private transient Connection db;
@@ -111,12 +112,14 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
    * @param sink the database of the output tables, which holds the handover row
    * @param standby whether this instance starts as the standby of the running writer, rather than
    *     taking the outputs over at once (the classic deploy, from the savepoint of a stopped job)
+   * @param resumes the writer, a job that ended, whose seat this instance takes, or null
    * @param allowedLatenessMs the allowed lateness of locations, which bounds how long after T a
    *     trigger before T can still come
    */
-  public HandoverGate(JdbcConnectionOptions sink, boolean standby, long allowedLatenessMs) {
+  public HandoverGate(JdbcConnectionOptions sink, boolean standby, String resumes, long allowedLatenessMs) {
     this.sink = sink;
     this.standby = standby;
+    this.resumes = resumes;
     this.allowedLatenessMs = allowedLatenessMs;
     // In the fence index's task, as the sinks were before it: the triggers cross no network.
     setChainingStrategy(ChainingStrategy.ALWAYS);
@@ -149,6 +152,9 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
         ? Handover.read(db, jobName).orElseThrow(() -> new IllegalStateException("the standby " + instance
             + " has no writer to take over from: no instance of " + jobName + " keeps a row in geofence_handover"
             + " (start the running one with geofence.handover.enabled)"))
+        // Restored from the ended writer's last checkpoint, it goes on where that one's outputs
+        // were committed: its share before T, or the writer's seat before any ask.
+        : resumes != null ? Handover.resume(db, jobName, resumes, instance, parallelism)
         : Handover.claim(db, jobName, instance, parallelism));
     adopt(row);
     if (role == Role.STANDBY) {

@@ -138,6 +138,15 @@ class GeofenceCommandTest {
     assertThat(r.err.strip()).as("a typo in config.yaml").isEqualTo("geofence: unknown option geofence.locations.sourc (see --help)");
   }
 
+  /** A job starts as a standby or in an ended writer's seat, never both: refused before anything starts. */
+  @Test
+  void aStandbyCannotAlsoResumeAWriter() throws Exception {
+    Result r = underClient(Map.of(), (URL + " --standby --resume-writer 7e4cc054f46b8a64634119145b0b2efa").split(" "));
+    assertThat(r.status).isEqualTo(2);
+    assertThat(r.err.strip()).isEqualTo("geofence: options --standby (geofence.handover.standby) and --resume-writer"
+        + " (geofence.handover.resume-writer) exclude each other: a job starts as a standby or in a writer's seat");
+  }
+
   /**
    * The job built from options given three ways at once, over a real database (the output
    * migration runs): the cluster's configuration names the locations (a generator, read by one

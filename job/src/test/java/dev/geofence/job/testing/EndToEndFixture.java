@@ -58,6 +58,7 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.runtime.scheduler.stopwithsavepoint.StopWithSavepointStoppingException;
 import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.configuration.WebOptions;
@@ -170,6 +171,8 @@ public abstract class EndToEndFixture {
   /** Whether the next job started shares its outputs through {@code geofence_handover}, and starts as a standby. */
   public boolean handover;
   public boolean standby;
+  /** Whether the next job started fails for good at its first error instead of restarting, as a job whose restarts ran out. */
+  public boolean failForGood;
   /** The fences table and its column names, when not the migration's. */
   public FenceTableColumns columns = FenceTableColumns.defaults();
   /** The fence database as the job reaches it (a proxy in front of it), when not {@link #url}. */
@@ -320,6 +323,11 @@ public abstract class EndToEndFixture {
     config.set(GeofenceOptions.PARALLELISM, parallelism);
     // As the cluster's configuration says (clusterConfiguration): the changelog's storage is on files.
     config.set(StateChangelogOptions.STATE_CHANGE_LOG_STORAGE, "filesystem");
+    // As --handover sets it: the state settings keep a handover's checkpoints when the job fails.
+    config.set(GeofenceOptions.HANDOVER, handover || standby);
+    if (failForGood) {
+      config.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+    }
     StateSettings.apply(config, config);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
