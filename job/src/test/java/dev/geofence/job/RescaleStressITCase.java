@@ -60,7 +60,7 @@ class RescaleStressITCase extends EndToEndFixture {
   private static final int STRESS_FENCES = 80;
   private static final long EDIT_PAUSE_MS = 40;
   private static final int WALKERS = 20;
-  private final Path log = Path.of("target/test-logs/all.log");
+  private final Path log = Path.of(System.getProperty("geofence.test.log", "target/test-logs/all.log"));
   private StreamAudit audit;
 
   @Test
