@@ -108,6 +108,14 @@ class HandoverTest {
       Handover.markDone(db, "geo", "blue2", 1);
       assertThat(Handover.takeOver(db, "geo", "green", 1)).isTrue();
       assertThat(Handover.resume(db, "geo", "blue2", "blue3", 3).writer()).as("once taken over, nothing to resume").isEqualTo("green");
+
+      // green ends before any ask: purple resumes it as the writer, and the standby asks purple.
+      Handover.registerStandby(db, "geo", "red", 1);
+      Handover.extend(db, "geo", "green", 40_000);
+      assertThat(Handover.resume(db, "geo", "green", "purple", 1)).extracting(Handover.Row::writer, Handover.Row::nextWriter,
+          Handover.Row::standby, Handover.Row::writerSince).containsExactly("purple", null, "red", 10_000L);
+      assertThat(Handover.extend(db, "geo", "purple", 45_000)).as("its lease goes on from green's").isEqualTo(45_000);
+      assertThat(Handover.ask(db, "geo", "purple", "red")).isEqualTo(45_000);
     }
   }
 }
