@@ -198,6 +198,10 @@ final class Deploy {
       try {
         asked = awaitAsked(sink, jobName, newJob, ALL.get(given, READY_TIMEOUT));
       } catch (Failed e) {
+        if (e.status == WRITER_LOST) {
+          // No writer serves on: the new job, left running, is what the outputs still have.
+          throw e;
+        }
         // Once asked, the new job is the one to write from T on: cancelling it then would leave
         // the triggers from T on to nobody. Withdrawn first, it can no longer ask; one that asked
         // meanwhile is a success.
@@ -297,8 +301,8 @@ final class Deploy {
     String checkpoint = last.path("external_path").asText("");
     if (checkpoint.isEmpty() || last.path("discarded").asBoolean(false)) {
       throw new Failed(WRITER_LOST, "job " + writerJob + " is " + state + " before it handed over and left no checkpoint to resume"
-          + " it from (Flink deletes them when a job is cancelled): the triggers it had not committed are missing;"
-          + " see docs/operations.md, a handover that does not finish");
+          + " it from (Flink deletes them when a job is cancelled): the triggers it had not committed are missing, and the"
+          + " new job runs on; see docs/operations.md, a handover that does not finish");
     }
     step("Job " + writerJob + " is " + state + " before it handed over: resuming it from its last checkpoint, on " + oldSlot);
     out.println("      " + checkpoint);
