@@ -32,7 +32,9 @@ import org.junit.jupiter.api.Test;
  * lost, none written twice, the edits' EXITs included), and {@code hydration_history} must show,
  * for the jobs the CLI reported, one fresh warm-up per subtask and then one savepoint restore per
  * subtask whose gap check found the stream covering it. Then a blue/green deploy with the jar's own
- * {@code deploy}: the third job takes over, every trigger still once.
+ * {@code deploy}, its new job in a TaskManager that {@code docker/session-cluster add-taskmanager}
+ * started (the first one's slots hold the running job): the third job takes over, every trigger
+ * still once; {@code stop} then stops all three processes.
  */
 class SessionClusterITCase extends EndToEndFixture {
 
@@ -56,12 +58,14 @@ class SessionClusterITCase extends EndToEndFixture {
     try {
       // The job's options in the cluster's configuration, where an operator would keep them.
       restPort = freePort();
-      // Four slots: two for the running job, two for the one a blue/green deploy starts beside it.
+      // Two slots, for the running job; the blue/green deploy's new job gets a TaskManager of its own.
       sessionCluster("start", cluster.toString(), "--rest-port", Integer.toString(restPort),
-          "--rpc-port", Integer.toString(freePort()), "--slots", "4",
+          "--rpc-port", Integer.toString(freePort()), "--slots", "2",
           "-D", "geofence.source.url=" + url, "-D", "geofence.locations.source=file:" + inbox);
       assertThat(Files.readString(cluster.resolve("conf/config.yaml"))).contains("geofence.source.url: ");
       runAndRestore();
+      assertThat(sessionCluster("stop", cluster.toString())).as("stop stops every process of the cluster")
+          .contains("Stopping the taskmanager-2 (", "Stopping the taskmanager (", "Stopping the jobmanager (");
     } catch (Throwable e) {
       printLogTails();
       throw e;
@@ -104,6 +108,10 @@ class SessionClusterITCase extends EndToEndFixture {
    * slot that its gap check finds covering the savepoint, and the old job's slot dropped.
    */
   private void deployBlueGreen(String running) throws Exception {
+    // As deployment.md advises: the new job in a TaskManager of its own (the first one's slots
+    // hold the running job), so that its restore does not share the running job's heap.
+    assertThat(sessionCluster("add-taskmanager", cluster.toString(), "-D", "taskmanager.numberOfTaskSlots=2"))
+        .contains("TaskManager 2 running: 2 TaskManagers in the cluster");
     String oldSlot = slot;
     List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
         "-jar", jobJar.toString(), "deploy", "--rest-url", "http://localhost:" + restPort, "--from-job", running,

@@ -181,7 +181,7 @@ class HandoverITCase extends EndToEndFixture {
         Waiting.until("the old job to stop", PATIENCE, () -> blue.getJobStatus().get().isGloballyTerminalState());
         assertThat(blue.getJobStatus().get()).isEqualTo(JobStatus.CANCELED);
         assertThat(SlotProbe.read(admin, slot).exists()).as("the old job's slot dropped").isFalse();
-        endsAsOracle(deployed, slot + "_green", workload, admin, kafka);
+        cancelOnCluster(endsAsOracle(deployed, slot + "_green", workload, admin, kafka));
       }
     }
   }
@@ -192,7 +192,8 @@ class HandoverITCase extends EndToEndFixture {
    * deploy command submits its last checkpoint in its seat, on its slot, and the handover goes on
    * with that job. Flink's recovery commits what the checkpoint had pending and aborts the ended
    * job's later transactions; the resumed job writes the rest of the share before T, the new one
-   * those from T on: every trigger once in the table and the topic, the presence the oracle's.
+   * those from T on: every trigger once in the table and the topic, the presence the oracle's. A
+   * writer cancelled by hand during the next deploy has no checkpoint left: that deploy exits 8.
    */
   @Test
   void theOldJobFailingForGoodDuringTheHandoverIsResumedFromItsLastCheckpoint() throws Exception {
@@ -227,7 +228,28 @@ class HandoverITCase extends EndToEndFixture {
         assertThat(deployed.out()).contains("- Job " + blueId + " is FAILED before it handed over: resuming it from its last checkpoint, on "
             + blueSlot, "Deployed: job ");
         assertThat(SlotProbe.read(admin, blueSlot).exists()).as("the old job's slot dropped after its resumed job").isFalse();
-        endsAsOracle(deployed, blueSlot + "_green", workload, admin, kafka);
+        String greenId = endsAsOracle(deployed, blueSlot + "_green", workload, admin, kafka);
+
+        // Cancelled by hand in the middle of the next deploy, a writer leaves no checkpoint to
+        // resume (Flink deletes a cancelled job's): deploy says so and exits 8, the new job left running.
+        List<String> next = deployOptions(kafka, "20 s");
+        CompletableFuture<Command> lost = CompletableFuture.supplyAsync(() -> {
+          try {
+            return deploy(next, "--from-job", greenId, "--new-slot", blueSlot + "_purple", "--job-name", JOB);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+        Handover.Row registered = Waiting.until("the next new job to register", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
+            row -> row.standby() != null || row.nextWriter() != null);
+        cancelOnCluster(greenId);
+        Command ended = lost.get(5, TimeUnit.MINUTES);
+        System.out.println(ended.out() + ended.err());
+        assertThat(ended.status()).as(ended.out() + ended.err()).isEqualTo(8);
+        assertThat(ended.err()).startsWith("geofence: job " + greenId + " is CANCELED before it handed over");
+        cancelOnCluster(registered.standby() != null ? registered.standby() : registered.nextWriter());
+        awaitDropped(admin, blueSlot + "_purple");
+        awaitDropped(admin, blueSlot + "_green");
       }
     }
   }
@@ -235,9 +257,9 @@ class HandoverITCase extends EndToEndFixture {
   /**
    * After a deploy that exited 0: the new job on {@code newSlot} writes the outputs; with the
    * workload stopped and the objects moved once more, the table, the presence and the topic are the
-   * oracle's. The new job is the cluster's, not the fixture's: cancelled here, before the next case.
+   * oracle's. Returns the new job's id: it is the cluster's, not the fixture's, so the case cancels it.
    */
-  private void endsAsOracle(Command deployed, String newSlot, Workload workload, Connection admin, KafkaBroker kafka)
+  private String endsAsOracle(Command deployed, String newSlot, Workload workload, Connection admin, KafkaBroker kafka)
       throws Exception {
     String greenId = Handover.read(admin, JOB).orElseThrow().writer();
     assertThat(deployed.out()).contains("Deployed: job " + greenId + " on slot " + newSlot);
@@ -249,7 +271,7 @@ class HandoverITCase extends EndToEndFixture {
     assertPresenceAsOracle();
     assertTopicHoldsTheTableOnce(kafka);
     System.out.println(deployed.out());
-    cancelOnCluster(greenId);
+    return greenId;
   }
 
   /** The options of {@code deploy} for this fixture's cluster, database and inbox. */
