@@ -107,8 +107,7 @@ public final class StateSettings {
     setUnlessSet(config, options, ExecutionOptions.SNAPSHOT_COMPRESSION, true);
     setUnlessSet(config, options, CheckpointingOptions.TOLERABLE_FAILURE_NUMBER,
         tolerableFailures(options.get(GeofenceOptions.CHECKPOINT_INTERVAL)));
-    if (options.get(GeofenceOptions.HANDOVER) || options.get(GeofenceOptions.STANDBY)
-        || options.getOptional(GeofenceOptions.RESUME_WRITER).isPresent()) {
+    if (GeofenceOptions.handsOverOutputs(options)) {
       // A writer that fails for good during a handover is resumed from its last checkpoint
       // (docs/deployment.md#bluegreen-deploys): Flink keeps it when the job fails, not when it is cancelled.
       setUnlessSet(config, options, CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,

@@ -14,7 +14,6 @@ import dev.geofence.state.time.LocationTimePolicy;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -207,13 +206,8 @@ class HandoverITCase extends EndToEndFixture {
       List<String> common = deployOptions(kafka, "20 s");
       try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
         Workload workload = new Workload();
-        CompletableFuture<Command> deploying = CompletableFuture.supplyAsync(() -> {
-          try {
-            return deploy(common, "--from-job", blueId, "--new-slot", blueSlot + "_green", "--job-name", JOB);
-          } catch (Exception e) {
-            throw new IllegalStateException(e);
-          }
-        });
+        CompletableFuture<Command> deploying = deployInBackground(common, "--from-job", blueId, "--new-slot", blueSlot + "_green",
+            "--job-name", JOB);
         Handover.Row asked = Waiting.until("the new job to ask for the handover", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
             row -> row.nextWriter() != null);
         assertThat(asked.writer()).isEqualTo(blueId);
@@ -233,13 +227,8 @@ class HandoverITCase extends EndToEndFixture {
         // Cancelled by hand in the middle of the next deploy, a writer leaves no checkpoint to
         // resume (Flink deletes a cancelled job's): deploy says so and exits 8, the new job left running.
         List<String> next = deployOptions(kafka, "20 s");
-        CompletableFuture<Command> lost = CompletableFuture.supplyAsync(() -> {
-          try {
-            return deploy(next, "--from-job", greenId, "--new-slot", blueSlot + "_purple", "--job-name", JOB);
-          } catch (Exception e) {
-            throw new IllegalStateException(e);
-          }
-        });
+        CompletableFuture<Command> lost = deployInBackground(next, "--from-job", greenId, "--new-slot", blueSlot + "_purple",
+            "--job-name", JOB);
         Handover.Row registered = Waiting.until("the next new job to register", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
             row -> row.standby() != null || row.nextWriter() != null);
         cancelOnCluster(greenId);
@@ -303,15 +292,10 @@ class HandoverITCase extends EndToEndFixture {
    */
   @Test
   void theDatabaseRestartingDuringTheHandoverLosesAndDoublesNoTrigger() throws Exception {
-    int port;
-    try (ServerSocket free = new ServerSocket(0)) {
-      port = free.getLocalPort();
-    }
-    EmbeddedPostgres.Builder server = replicationServer().setDataDirectory(temp.resolve("server"))
-        .setCleanDataDirectory(false).setPort(port);
+    EmbeddedPostgres.Builder server = restartableServer("server");
     EmbeddedPostgres running = server.start();
     try (KafkaBroker kafka = KafkaBroker.start()) {
-      database("jdbc:postgresql://localhost:" + port + "/postgres", "", "handover_restart", false, 37);
+      database("jdbc:postgresql://localhost:" + running.getPort() + "/postgres", "", "handover_restart", false, 37);
       // Long enough that the restart falls between the ask and the takeover.
       JobClient blue = startWriter(kafka, Duration.ofSeconds(20));
       moveObjects();
@@ -403,6 +387,17 @@ class HandoverITCase extends EndToEndFixture {
     args.addAll(common);
     args.addAll(List.of(options));
     return command(args.toArray(String[]::new));
+  }
+
+  /** {@link #deploy} on another thread, so that the case can act while it runs. */
+  private static CompletableFuture<Command> deployInBackground(List<String> common, String... options) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return deploy(common, options);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    });
   }
 
   private static Command command(String... args) throws Exception {

@@ -8,7 +8,6 @@ import dev.geofence.job.testing.Waiting;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
-import java.net.ServerSocket;
 import dev.geofence.connectors.model.Location;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -113,15 +112,10 @@ class RunningFaultsITCase extends EndToEndFixture {
    */
   @Test
   void theSourceDatabaseRestartingWhileStreamingLosesAndDoublesNoEdit() throws Exception {
-    int port;
-    try (ServerSocket free = new ServerSocket(0)) {
-      port = free.getLocalPort();
-    }
-    EmbeddedPostgres.Builder server = replicationServer().setDataDirectory(temp.resolve("source-server"))
-        .setCleanDataDirectory(false).setPort(port);
+    EmbeddedPostgres.Builder server = restartableServer("source-server");
     EmbeddedPostgres running = server.start();
     try {
-      database("jdbc:postgresql://localhost:" + port + "/postgres", "", "geofence_source_restart", false, 41);
+      database("jdbc:postgresql://localhost:" + running.getPort() + "/postgres", "", "geofence_source_restart", false, 41);
       placeFences(0, 30);
       JobClient job = start(2, "rocksdb");
       moveObjects();

@@ -10,6 +10,7 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
@@ -212,4 +213,12 @@ public final class GeofenceOptions {
           + " (0.0.0.0 for every interface).");
 
   private GeofenceOptions() {}
+
+  /**
+   * Whether a job with {@code options} shares its outputs through the handover row: with
+   * {@link #HANDOVER}, or started as a standby or in an ended writer's seat, which imply it.
+   */
+  public static boolean handsOverOutputs(ReadableConfig options) {
+    return options.get(HANDOVER) || options.get(STANDBY) || options.getOptional(RESUME_WRITER).isPresent();
+  }
 }

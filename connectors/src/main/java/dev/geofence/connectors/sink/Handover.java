@@ -94,13 +94,11 @@ public final class Handover {
   public static Row resume(Connection db, String jobName, String writer, String instance, int parallelism) throws SQLException {
     try (PreparedStatement s = db.prepareStatement(
         "UPDATE geofence_handover SET writer = ?, writer_parallelism = ?, writer_seen_at = now(), writer_done = '{}',"
-            + " updated_at = now() WHERE job_name = ? AND writer IN (?, ?) AND writer <> ?")) {
+            + " updated_at = now() WHERE job_name = ? AND writer = ?")) {
       s.setString(1, instance);
       s.setInt(2, parallelism);
       s.setString(3, jobName);
       s.setString(4, writer);
-      s.setString(5, instance);
-      s.setString(6, instance);
       s.executeUpdate();
     }
     return read(db, jobName).orElseThrow(() -> new IllegalStateException(

@@ -223,6 +223,8 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException("options " + RUN.describe(GeofenceOptions.STANDBY.key()) + " and "
           + RUN.describe(GeofenceOptions.RESUME_WRITER.key()) + " exclude each other: a job starts as a standby or in a writer's seat");
     }
+    // Read to refuse a bad value in one sentence; StateSettings and the endpoints read it again.
+    RUN.get(options, GeofenceOptions.HANDOVER);
     String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
@@ -294,7 +296,7 @@ public final class GeofenceCommand {
     if (triggersTopic != null) {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
-    if (standby || resumes != null || RUN.get(options, GeofenceOptions.HANDOVER)) {
+    if (GeofenceOptions.handsOverOutputs(options)) {
       endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby, resumes));
     }
 

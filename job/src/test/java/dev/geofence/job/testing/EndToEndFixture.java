@@ -26,6 +26,8 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.time.LocationTimePolicy;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -147,6 +149,19 @@ public abstract class EndToEndFixture {
         .setServerConfig("max_wal_senders", "10")
         // So that a test can ask each edit's commit time, which is the time the job sees it at.
         .setServerConfig("track_commit_timestamp", "on");
+  }
+
+  /**
+   * A server of a case's own, on a data directory {@code name} under the case's temporary
+   * directory and a fixed free port: stopped and started again, it keeps its data and slots where
+   * the job reaches it, as a real restart does.
+   */
+  public EmbeddedPostgres.Builder restartableServer(String name) throws IOException {
+    int port;
+    try (ServerSocket free = new ServerSocket(0)) {
+      port = free.getLocalPort();
+    }
+    return replicationServer().setDataDirectory(temp.resolve(name)).setCleanDataDirectory(false).setPort(port);
   }
 
   @AfterAll
