@@ -7,6 +7,7 @@ import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.handover.HandoverGate;
+import dev.geofence.job.handover.SavepointSlots;
 import dev.geofence.job.hold.GatedLocationSource;
 import dev.geofence.job.index.FenceIndexOperator;
 import dev.geofence.job.operator.Uids;
@@ -95,8 +96,10 @@ public final class GeofenceJob {
    *     until that one hands over; otherwise it takes the outputs over at once
    * @param resumes the writer, a job that ended, whose seat this instance takes (restored from its
    *     last checkpoint, it goes on with the handover under way), or null
+   * @param slots the replication slots per savepoint, with which savepoints alone make blue/green
+   *     deploys, or null
    */
-  public record Handover(JdbcConnectionOptions outputs, boolean standby, String resumes) {
+  public record Handover(JdbcConnectionOptions outputs, boolean standby, String resumes, SavepointSlots slots) {
     public Handover {
       if (standby && resumes != null) {
         throw new IllegalArgumentException("an instance starts as a standby or in a writer's seat, not both");
@@ -104,7 +107,7 @@ public final class GeofenceJob {
     }
 
     public Handover(JdbcConnectionOptions outputs, boolean standby) {
-      this(outputs, standby, null);
+      this(outputs, standby, null, null);
     }
   }
 
@@ -206,7 +209,8 @@ public final class GeofenceJob {
     if (endpoints.handover() != null) {
       SingleOutputStreamOperator<GeofenceTrigger> share = triggers
           .transform(HANDOVER_NAME, TypeInformation.of(GeofenceTrigger.class), new HandoverGate(endpoints.handover().outputs(),
-              endpoints.handover().standby(), endpoints.handover().resumes(), settings.timePolicy().allowedLateness().toMillis()))
+              endpoints.handover().standby(), endpoints.handover().resumes(), settings.timePolicy().allowedLateness().toMillis(),
+              endpoints.handover().slots()))
           .uid(Uids.HANDOVER);
       written = share;
       presence = share.getSideOutput(HandoverGate.PRESENCE);

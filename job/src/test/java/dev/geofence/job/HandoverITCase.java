@@ -8,6 +8,8 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.ReplicationSlots;
 import dev.geofence.connectors.source.SlotProbe;
 import dev.geofence.job.cli.GeofenceCommand;
+import dev.geofence.job.handover.SavepointSlots;
+import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.time.LocationTimePolicy;
@@ -34,10 +36,16 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Predicate;
+import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.client.deployment.StandaloneClusterId;
+import org.apache.flink.client.program.rest.RestClusterClient;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
@@ -183,6 +191,141 @@ class HandoverITCase extends EndToEndFixture {
         cancelOnCluster(endsAsOracle(deployed, slot + "_green", workload, admin, kafka));
       }
     }
+  }
+
+  /**
+   * Blue/green made of savepoints alone, as the Flink Kubernetes Operator's {@code
+   * FlinkBlueGreenDeployment} runs it: both colours are the same {@code run} command (one template),
+   * with {@code --savepoint-slots}; the running one is given a savepoint without a stop (canonical,
+   * the operator's default), during which it copies its slot for the colour to come; the new one,
+   * started from that savepoint alone, reads that copy, starts as the standby, asks, takes over;
+   * the old one is then cancelled (the operator deletes it), and the new one drops its slot. A
+   * transition aborted first (the new colour never ran) changes nothing, and the old one drops the
+   * copy nobody read. Every trigger once in the table and the topic, the presence the oracle's, no
+   * slot left behind.
+   */
+  @Test
+  void savepointsAloneMakeABlueGreenDeployAsTheKubernetesOperatorRunsIt() throws Exception {
+    try (KafkaBroker kafka = KafkaBroker.start()) {
+      database("savepoint_slots", 39);
+      kafka.createTopic("triggers", 2);
+      // Locations through Kafka, as users feed them: one partition keeps their order.
+      kafka.createTopic("locations", 1);
+      locationsTopic = new LocationsTopic(kafka.bootstrapServers(), "locations");
+      timePolicy = new LocationTimePolicy(Duration.ofSeconds(2), LocationTimePolicy.defaults().maxClockSkew());
+      placeFences(0, 30);
+      String configured = slot;
+      // Slots unread for 5 s are no one's here, so that the case sees them dropped.
+      List<String> template = new ArrayList<>(List.of("run", "--savepoint-slots", "--savepoint-slot-retention", "1 s",
+          "--savepoint-slot-unread-timeout", "5 s", "--job-name", JOB,
+          "-D" + DeploymentOptions.TARGET.key() + "=remote", "-D" + RestOptions.ADDRESS.key() + "=" + URI.create(restUrl()).getHost(),
+          "-D" + RestOptions.PORT.key() + "=" + URI.create(restUrl()).getPort()));
+      template.addAll(deployOptions(kafka, "2 s").subList(2, deployOptions(kafka, "2 s").size()));
+      template.set(template.indexOf("--locations") + 1, "kafka:" + kafka.bootstrapServers() + "/locations");
+
+      CompletableFuture<Command> blueRun = commandInBackground(template);
+      String blueId = awaitNewJob(Set.of());
+      try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
+        Waiting.until("the first colour to write the outputs", PATIENCE, () -> Handover.read(admin, JOB),
+            row -> row.isPresent() && row.get().writer().equals(blueId) && row.get().writesUntil() != Handover.NONE);
+        Workload workload = new Workload();
+        Thread.sleep(3_000);
+
+        // A transition the operator aborts: the new colour never runs (here: it waits for task slots the
+        // cluster does not have) and is suspended after the grace period. The old one serves on and
+        // drops the copy nobody reads once its retention is over.
+        String unused = savepointWithoutStop(blueId);
+        String unusedCopy = SavepointSlots.copyName(configured, SavepointFiles.metadata(unused).getCheckpointId());
+        assertThat(SlotProbe.read(admin, unusedCopy).exists()).as("the slot copied during the savepoint").isTrue();
+        List<String> stuck = new ArrayList<>(template);
+        stuck.set(stuck.indexOf("--parallelism") + 1, "8");
+        stuck.add("-Dexecution.savepoint.path=" + unused);
+        CompletableFuture<Command> stuckRun = commandInBackground(stuck);
+        cancelOnCluster(awaitNewJob(Set.of(blueId), status -> !status.isGloballyTerminalState()));
+        Command stuckEnded = stuckRun.handle((done, failed) -> done).get(2, TimeUnit.MINUTES);
+        System.out.println("The aborted colour's run: " + (stuckEnded == null ? "ended in failure" : stuckEnded.err()));
+        Waiting.until("the old colour to drop the copy nobody read", PATIENCE, () -> SlotProbe.read(admin, unusedCopy).exists(),
+            exists -> !exists);
+        assertThat(Handover.read(admin, JOB).orElseThrow().writer()).isEqualTo(blueId);
+
+        // The operator's transition: a savepoint of the running colour without a stop ...
+        String savepoint = savepointWithoutStop(blueId);
+        String copy = SavepointSlots.copyName(configured, SavepointFiles.metadata(savepoint).getCheckpointId());
+        assertThat(SlotProbe.read(admin, copy).exists()).as("the slot copied during the savepoint").isTrue();
+        // ... and the new colour from the same template, given that savepoint.
+        List<String> green = new ArrayList<>(template);
+        green.add("-Dexecution.savepoint.path=" + savepoint);
+        CompletableFuture<Command> greenRun = commandInBackground(green);
+        String greenId = awaitNewJob(Set.of(blueId));
+        Handover.Row registered = Waiting.until("the new colour to register as the standby", PATIENCE,
+            () -> Handover.read(admin, JOB).orElseThrow(), row -> !row.writer().equals(blueId) || greenId.equals(row.standby())
+                || greenId.equals(row.nextWriter()));
+        assertThat(registered.writer()).as("the new colour does not take the outputs at once").isEqualTo(blueId);
+        Waiting.until("the new colour to take over", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
+            row -> row.writer().equals(greenId));
+        assertThat(SavepointSlots.isRead(admin, copy)).as("the new colour reads the copy").isTrue();
+
+        // The operator deletes the old colour once the new one runs and the deletion delay is over.
+        assertThat(SlotProbe.read(admin, configured).exists()).as("the old colour's slot kept while it runs").isTrue();
+        cancelOnCluster(blueId);
+        // Its attached run ends with the job (in failure: the job was cancelled).
+        blueRun.handle((done, failed) -> null).get(2, TimeUnit.MINUTES);
+        Waiting.until("the new colour to drop the old one's slot", PATIENCE, () -> SlotProbe.read(admin, configured).exists(),
+            exists -> !exists);
+        Thread.sleep(3_000);
+        workload.stop();
+        slot = copy;
+        moveObjects();
+        assertTriggersAsOracle();
+        assertPresenceAsOracle();
+        assertTopicHoldsTheTableOnce(kafka);
+        try (Statement s = admin.createStatement();
+            ResultSet r = s.executeQuery("SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE '"
+                + configured + "%'")) {
+          r.next();
+          assertThat(r.getString(1)).as("no slot left behind").isEqualTo(copy);
+        }
+        cancelOnCluster(greenId);
+        greenRun.handle((done, failed) -> null).get(2, TimeUnit.MINUTES);
+      }
+    }
+  }
+
+  /** A savepoint of {@code job} without a stop, canonical, as the Kubernetes operator takes it by default. */
+  private String savepointWithoutStop(String job) throws Exception {
+    try (RestClusterClient<StandaloneClusterId> client = clusterClient()) {
+      return client.triggerSavepoint(JobID.fromHexString(job), temp.resolve("savepoints").toUri().toString(),
+          SavepointFormatType.CANONICAL).get();
+    }
+  }
+
+  /** The id of the job named {@link #JOB} that runs on the cluster and is none of {@code known}. */
+  private static String awaitNewJob(Set<String> known) throws Exception {
+    return awaitNewJob(known, status -> status == JobStatus.RUNNING);
+  }
+
+  /** The id of the job named {@link #JOB} on the cluster, none of {@code known}, once its status is {@code state}. */
+  private static String awaitNewJob(Set<String> known, Predicate<JobStatus> state) throws Exception {
+    try (RestClusterClient<StandaloneClusterId> client = clusterClient()) {
+      return Waiting.until("the job to be on the cluster", PATIENCE, () -> client.listJobs().get().stream()
+          .filter(j -> j.getJobName().equals(JOB) && state.test(j.getJobState()) && !known.contains(j.getJobId().toString()))
+          .map(j -> j.getJobId().toString()).findFirst().orElse(""), id -> !id.isEmpty());
+    }
+  }
+
+  private static RestClusterClient<StandaloneClusterId> clusterClient() throws Exception {
+    return new RestClusterClient<>(FLINK.getClientConfiguration(), StandaloneClusterId.getInstance());
+  }
+
+  /** {@link #command} on another thread, as a user's attached {@code flink run} waits for its job. */
+  private static CompletableFuture<Command> commandInBackground(List<String> args) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return command(args.toArray(String[]::new));
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    });
   }
 
   /**

@@ -169,6 +169,26 @@ public final class GeofenceOptions {
           + " checkpoint: keep the handover under way (T and the next writer) instead of taking the outputs over. The deploy"
           + " command does this when the running job ends before it has handed over.");
 
+  public static final ConfigOption<Boolean> SAVEPOINT_SLOTS = key("geofence.handover.savepoint-slots").booleanType()
+      .defaultValue(false)
+      .withDescription("Blue/green by savepoints alone, as the Flink Kubernetes Operator's FlinkBlueGreenDeployment runs it:"
+          + " at each savepoint taken without stopping the job, copy its replication slot for the instance that will be"
+          + " restored from it (SLOT_CHECKPOINTID); an instance restored from such a savepoint runs on that copy and starts"
+          + " as the standby of the running one (or takes the outputs over if no writer runs), and drops the slot of the"
+          + " instance it replaced once that one is gone. Implies the handover (docs/deployment.md, Kubernetes).");
+
+  public static final ConfigOption<Duration> SAVEPOINT_SLOT_RETENTION = key("geofence.handover.savepoint-slot-retention")
+      .durationType().defaultValue(Duration.ofHours(1))
+      .withDescription("How long a slot copied at a savepoint waits for an instance restored from that savepoint before"
+          + " the job drops it (a slot nobody reads keeps WAL); a later restore from that savepoint then goes through the"
+          + " gap check on a new slot.");
+
+  public static final ConfigOption<Duration> SAVEPOINT_SLOT_UNREAD_TIMEOUT = key("geofence.handover.savepoint-slot-unread-timeout")
+      .durationType().defaultValue(Duration.ofMinutes(2))
+      .withDescription("With slots per savepoint: how long a slot must stay unread before the job takes it for no one's and"
+          + " drops it (a copy past its retention, the slot of the instance this one replaced); longer than a restart of"
+          + " an instance takes, TaskManager included.");
+
   // ---- the job: Flink's own keys, with the job's defaults -------------------------------------------
 
   public static final ConfigOption<String> JOB_NAME = key(PipelineOptions.NAME.key()).stringType().defaultValue("geofence")
@@ -196,6 +216,8 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<String> FROM_SAVEPOINT = key(StateRecoveryOptions.SAVEPOINT_PATH.key()).stringType()
       .noDefaultValue()
+      // The key Flink 1.20 still reads, and that the Kubernetes operator sets.
+      .withDeprecatedKeys("execution.savepoint.path")
       .withDescription("Restore from this savepoint (under java -jar; on a cluster, flink run -s).");
 
   public static final ConfigOption<String> SAVEPOINT_DIR = key(CheckpointingOptions.SAVEPOINT_DIRECTORY.key()).stringType()
@@ -216,9 +238,10 @@ public final class GeofenceOptions {
 
   /**
    * Whether a job with {@code options} shares its outputs through the handover row: with
-   * {@link #HANDOVER}, or started as a standby or in an ended writer's seat, which imply it.
+   * {@link #HANDOVER}, or started as a standby, in an ended writer's seat or with slots per savepoint, which imply it.
    */
   public static boolean handsOverOutputs(ReadableConfig options) {
-    return options.get(HANDOVER) || options.get(STANDBY) || options.getOptional(RESUME_WRITER).isPresent();
+    return options.get(HANDOVER) || options.get(STANDBY) || options.getOptional(RESUME_WRITER).isPresent()
+        || options.get(SAVEPOINT_SLOTS);
   }
 }

@@ -218,7 +218,7 @@ public final class SourceOfTruth implements AutoCloseable {
     busy = true;
     thread.execute(() -> {
       Action last;
-      try (Connection db = connect()) {
+      try (Connection db = connect(source, "geofence warm-up")) {
         last = step.run(db);
       } catch (SQLException e) {
         String reason = e.getMessage();
@@ -234,13 +234,14 @@ public final class SourceOfTruth implements AutoCloseable {
     });
   }
 
-  private Connection connect() throws SQLException {
+  /** A connection to the source of truth, which gives up on a database that stops answering. */
+  public static Connection connect(FenceSourceOptions source, String applicationName) throws SQLException {
     Properties properties = new Properties();
     properties.setProperty("user", source.username());
     properties.setProperty("password", source.password());
     properties.setProperty("connectTimeout", Integer.toString(CONNECT_TIMEOUT_S));
     properties.setProperty("socketTimeout", Integer.toString(SOCKET_TIMEOUT_S));
-    properties.setProperty("ApplicationName", "geofence warm-up");
+    properties.setProperty("ApplicationName", applicationName);
     return DriverManager.getConnection(source.jdbcUrl(), properties);
   }
 

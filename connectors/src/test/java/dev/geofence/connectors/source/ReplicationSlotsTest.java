@@ -6,16 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.geofence.state.readiness.GapCheck;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Properties;
 import org.junit.jupiter.api.Test;
-import org.postgresql.PGConnection;
-import org.postgresql.PGProperty;
-import org.postgresql.replication.PGReplicationStream;
 
 /**
  * A second instance's slot on a real server: a copy streams from where its original had
@@ -59,13 +54,11 @@ class ReplicationSlotsTest {
           .isInstanceOf(IllegalStateException.class).hasMessage("cannot copy the replication slot gone into other: gone does not exist");
 
       // A slot an instance still reads stays; once its reader has gone, it is dropped.
-      try (Connection replication = replicationConnection(pg);
-          PGReplicationStream stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-              .withSlotName("blue").withSlotOption("proto_version", 1).withSlotOption("publication_names", "p").start()) {
+      try (SlotReader reader = SlotReader.open(pg, "blue", "p")) {
         assertThatThrownBy(() -> ReplicationSlots.dropIfUnused(db, "blue"))
             .isInstanceOf(IllegalStateException.class).hasMessageContaining("blue is still read");
       }
-      awaitInactive(s, "blue");
+      SlotReader.awaitUnread(s, "blue");
       assertThat(ReplicationSlots.dropIfUnused(db, "blue")).isTrue();
       assertThat(SlotProbe.read(db, "blue").exists()).isFalse();
       assertThat(ReplicationSlots.dropIfUnused(db, "blue")).as("already gone").isFalse();
@@ -83,27 +76,5 @@ class ReplicationSlotsTest {
       }
     }
     return kinds;
-  }
-
-  private static Connection replicationConnection(EmbeddedPostgres pg) throws Exception {
-    Properties p = new Properties();
-    PGProperty.USER.set(p, "postgres");
-    PGProperty.REPLICATION.set(p, "database");
-    PGProperty.ASSUME_MIN_SERVER_VERSION.set(p, "12");
-    PGProperty.PREFER_QUERY_MODE.set(p, "simple");
-    return DriverManager.getConnection(pg.getJdbcUrl("postgres", "postgres"), p);
-  }
-
-  private static void awaitInactive(Statement s, String slot) throws Exception {
-    for (int i = 0; i < 100; i++) {
-      try (ResultSet r = s.executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
-        r.next();
-        if (!r.getBoolean(1)) {
-          return;
-        }
-      }
-      Thread.sleep(100);
-    }
-    throw new AssertionError("the slot " + slot + " is still read after its reader closed");
   }
 }

@@ -129,6 +129,7 @@ final class Deploy {
 
   private int deploy(Configuration commandLine, String password) throws Exception {
     this.password = password;
+    refuseSavepointSlots(commandLine);
     restUrl = ALL.required(commandLine, REST_URL).replaceAll("/+$", "");
     URI rest = URI.create(restUrl);
     if (rest.getHost() == null || !restUrl.matches("https?://.*")) {
@@ -138,6 +139,7 @@ final class Deploy {
     // config.yaml: the job's options kept there, and the changelog storage the new job must know.
     given = clusterConfiguration();
     given.addAll(commandLine);
+    refuseSavepointSlots(given);
     String oldJob = ALL.required(given, FROM_JOB);
     writerJob = oldJob;
     oldSlot = ALL.get(given, GeofenceOptions.SLOT);
@@ -314,6 +316,14 @@ final class Deploy {
     }
     out.println("      job " + writerJob + " in the seat of " + ended);
     return true;
+  }
+
+  /** Both would copy the slot: the new job would read the copy made at its savepoint, not --new-slot. */
+  private static void refuseSavepointSlots(Configuration options) {
+    if (ALL.get(options, GeofenceOptions.SAVEPOINT_SLOTS)) {
+      throw new IllegalArgumentException("option " + ALL.describe(GeofenceOptions.SAVEPOINT_SLOTS.key()) + " is for deploys made"
+          + " of savepoints alone (the Kubernetes operator's blue/green); deploy copies the slot itself: leave it out");
+    }
   }
 
   /**

@@ -12,11 +12,15 @@ import dev.geofence.connectors.location.Fleet;
 import dev.geofence.connectors.location.LocationSources;
 import dev.geofence.connectors.location.MovingObjects;
 import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.sink.Handover;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
+import dev.geofence.job.handover.HandoverGate;
+import dev.geofence.job.handover.SavepointSlots;
 import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.StateSettings;
 import dev.geofence.state.time.LocationTimePolicy;
@@ -32,6 +36,7 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
@@ -101,11 +106,14 @@ public final class GeofenceCommand {
       Flag.duration("sink-batch-interval", GeofenceOptions.SINK_BATCH_INTERVAL),
       Flag.text("triggers-topic", "BOOTSTRAP/TOPIC", GeofenceOptions.TRIGGERS_TOPIC),
       Flag.text("triggers-transactional-id", "PREFIX", GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID)
-          .defaultingTo("the job name and -triggers (a standby's: and the time it started)"),
+          .defaultingTo("the job name and -triggers (a standby's: and the time it started, or with --savepoint-slots the savepoint's checkpoint id)"),
       Flag.duration("hydration-retention", GeofenceOptions.HYDRATION_RETENTION),
       Flag.toggle("handover", GeofenceOptions.HANDOVER),
       Flag.toggle("standby", GeofenceOptions.STANDBY),
       Flag.text("resume-writer", "JOB_ID", GeofenceOptions.RESUME_WRITER),
+      Flag.toggle("savepoint-slots", GeofenceOptions.SAVEPOINT_SLOTS),
+      Flag.duration("savepoint-slot-retention", GeofenceOptions.SAVEPOINT_SLOT_RETENTION),
+      Flag.duration("savepoint-slot-unread-timeout", GeofenceOptions.SAVEPOINT_SLOT_UNREAD_TIMEOUT),
       Flag.number("parallelism", "N", GeofenceOptions.PARALLELISM).defaultingTo("the cluster's"),
       Flag.text("checkpoint-dir", "URI", GeofenceOptions.CHECKPOINT_DIR),
       Flag.duration("checkpoint-interval", GeofenceOptions.CHECKPOINT_INTERVAL),
@@ -197,11 +205,17 @@ public final class GeofenceCommand {
           RUN.describe(GeofenceOptions.STARTUP.key()), RUN.get(options, GeofenceOptions.STARTUP).name().toLowerCase(Locale.ROOT));
     }
     FenceTableColumns columns = FenceTableColumns.from(options);
+    // A damaged savepoint is refused here, in one sentence: Flink would fail its restore at every attempt.
+    String savepoint = RUN.get(options, GeofenceOptions.FROM_SAVEPOINT);
+    CheckpointMetadata restored = savepoint == null ? null : SavepointFiles.check(savepoint);
+    String slot = RUN.get(options, GeofenceOptions.SLOT);
+    boolean savepointSlots = RUN.get(options, GeofenceOptions.SAVEPOINT_SLOTS);
+    SavepointSlots.Start start = savepointSlots ? SavepointSlots.start(slot, restored) : null;
     FenceSourceOptions.Builder source = FenceSourceOptions.builder()
         .url(RUN.required(options, GeofenceOptions.SOURCE_URL))
         .username(RUN.required(options, GeofenceOptions.SOURCE_USER))
         .password(password == null ? "" : password)
-        .slotName(RUN.get(options, GeofenceOptions.SLOT))
+        .slotName(start == null ? slot : start.slot())
         .publicationName(RUN.get(options, GeofenceOptions.PUBLICATION))
         .columns(columns)
         .heartbeatInterval(RUN.get(options, GeofenceOptions.HEARTBEAT_INTERVAL));
@@ -211,9 +225,6 @@ public final class GeofenceCommand {
     if (jobName.isBlank()) {
       throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.JOB_NAME.key()) + " must not be blank");
     }
-    // A damaged savepoint is refused here, in one sentence: Flink would fail its restore at every attempt.
-    String savepoint = RUN.get(options, GeofenceOptions.FROM_SAVEPOINT);
-    CheckpointMetadata restored = savepoint == null ? null : SavepointFiles.check(savepoint);
     String group = RUN.get(options, GeofenceOptions.LOCATIONS_GROUP);
     Source<String, ?, ?> locations = locations(RUN.required(options, GeofenceOptions.LOCATIONS), group == null ? jobName : group,
         restored);
@@ -225,22 +236,33 @@ public final class GeofenceCommand {
     }
     // Read to refuse a bad value in one sentence; StateSettings and the endpoints read it again.
     RUN.get(options, GeofenceOptions.HANDOVER);
+    String sinkUrl = RUN.get(options, GeofenceOptions.SINK_URL);
+    sinkUrl = sinkUrl == null ? fences.jdbcUrl() : sinkUrl;
+    if (start != null) {
+      if (standby || resumes != null) {
+        throw new IllegalArgumentException("option " + RUN.describe(GeofenceOptions.SAVEPOINT_SLOTS.key()) + " decides from the"
+            + " savepoint whether the job starts as a standby: not with " + RUN.describe(GeofenceOptions.STANDBY.key()) + " or "
+            + RUN.describe(GeofenceOptions.RESUME_WRITER.key()));
+      }
+      standby = startsBesideWriter(start, fences, sinkUrl, jobName, restored);
+    }
     String triggersTopicSpec = RUN.get(options, GeofenceOptions.TRIGGERS_TOPIC);
     Sink<GeofenceTrigger> triggersTopic = null;
     if (triggersTopicSpec != null) {
       String[] topic = kafkaTopic("--triggers-topic", triggersTopicSpec);
       String transactionalId = RUN.get(options, GeofenceOptions.TRIGGERS_TRANSACTIONAL_ID);
       // A standby writes beside the running instance, whose transactions it must not fence: a
-      // prefix of its own, by default the job's with the time it was started.
-      String defaultId = jobName + "-triggers" + (standby ? "-" + System.currentTimeMillis() : "");
+      // prefix of its own, by default the job's with the time it was started, or with slots per
+      // savepoint the savepoint's checkpoint id (the same again when application mode runs main
+      // again after a JobManager failover).
+      String defaultId = jobName + "-triggers" + (!standby ? "" : start != null ? "-" + restored.getCheckpointId()
+          : "-" + System.currentTimeMillis());
       triggersTopic = KafkaOutputs.triggers(topic[0], topic[1], transactionalId == null ? defaultId : transactionalId,
           KafkaOutputs.DEFAULT_TRANSACTION_TIMEOUT);
       if (standby) {
         triggersTopic = KafkaOutputs.forStandby(triggersTopic);
       }
     }
-    String sinkUrl = RUN.get(options, GeofenceOptions.SINK_URL);
-    sinkUrl = sinkUrl == null ? fences.jdbcUrl() : sinkUrl;
     JobSettings settings = JobSettings.builder()
         .geometryFormat(RUN.get(options, GeofenceOptions.GEOMETRY_FORMAT))
         .geometryOptions(GeometryReadOptions.builder()
@@ -297,7 +319,9 @@ public final class GeofenceCommand {
       endpoints = endpoints.withTriggersTopic(triggersTopic);
     }
     if (GeofenceOptions.handsOverOutputs(options)) {
-      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby, resumes));
+      endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby, resumes, start == null ? null
+          : new SavepointSlots(fences, slot, RUN.get(options, GeofenceOptions.SAVEPOINT_SLOT_RETENTION),
+              RUN.get(options, GeofenceOptions.SAVEPOINT_SLOT_UNREAD_TIMEOUT), start.replaces())));
     }
 
     // The output tables come from the shipped migration, unless they exist (a least-privileged
@@ -309,6 +333,43 @@ public final class GeofenceCommand {
     }
     GeofenceJob.build(env, endpoints, settings);
     return env;
+  }
+
+  /**
+   * Whether an instance with slots per savepoint starts as the standby of the running writer: when
+   * restored from a savepoint taken without a stop while a writer runs (it said so within {@link
+   * HandoverGate#SILENT_WRITER_MS}). Warns of a slot another instance reads.
+   */
+  private static boolean startsBesideWriter(SavepointSlots.Start start, FenceSourceOptions fences, String sinkUrl, String jobName,
+      CheckpointMetadata restored) {
+    if (!start.besideRunningOne()) {
+      LOG.info("Slots per savepoint: the job reads the replication slot {}", start.slot());
+      return false;
+    }
+    try (Connection db = SourceOfTruth.connect(fences, "geofence start")) {
+      // Not refused: in application mode main runs again after a JobManager failover, while the
+      // tasks of this same job may still hold the slot for a moment.
+      if (SavepointSlots.isRead(db, start.slot())) {
+        LOG.warn("The replication slot {}, copied at savepoint {}, is read already: this job's source fails until that reader"
+            + " lets go (an earlier attempt of this job does soon; another instance restored from the same savepoint does not:"
+            + " restore from a newer savepoint)", start.slot(), restored.getCheckpointId());
+      }
+    } catch (SQLException e) {
+      throw new IllegalArgumentException("cannot read the replication slots at " + fences.jdbcUrl() + ": " + e.getMessage());
+    }
+    Optional<Handover.Row> row;
+    try (Connection db = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
+      Migrations.ensureOutputs(db);
+      row = Handover.read(db, jobName);
+    } catch (SQLException e) {
+      throw new IllegalArgumentException("cannot read geofence_handover at " + sinkUrl + ": " + e.getMessage());
+    }
+    boolean writerRuns = row.isPresent() && row.get().writerSilentMillis() < HandoverGate.SILENT_WRITER_MS;
+    LOG.info("Slots per savepoint: restored from savepoint {}, taken without a stop, the job reads the replication slot {}"
+        + " copied then; {}; it drops the slot {} of the instance it replaces once it writes the outputs and that one is gone",
+        restored.getCheckpointId(), start.slot(), writerRuns ? "it starts as the standby of the running writer " + row.get().writer()
+            : "no writer runs, so it takes the outputs over", start.replaces());
+    return writerRuns;
   }
 
   /**

@@ -15,11 +15,15 @@ import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.checkpoint.SnapshotType;
+import org.apache.flink.runtime.state.CheckpointStreamFactory;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.ChainingStrategy;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.operators.OperatorSnapshotFutures;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.util.OutputTag;
@@ -63,8 +67,13 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   static final long POLL_MS = 1_000;
   /** How long a statement on the row may wait for the database. */
   static final long NETWORK_TIMEOUT_MS = 30_000;
-  /** How long a writer may stay silent before the instance taking over from it warns. */
-  static final long SILENT_WRITER_MS = 30_000;
+  /**
+   * How long a writer may stay silent before the instance taking over from it warns, and before an
+   * instance restored beside it takes it for gone.
+   */
+  public static final long SILENT_WRITER_MS = 30_000;
+  /** How often subtask 0 tidies the slots of savepoints. */
+  static final long TIDY_MS = 5_000;
 
   /** What this instance writes, by the row (in the order of {@link HandoverMetrics#roleWords}). */
   enum Role {
@@ -84,6 +93,7 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   private final boolean standby;
   private final String resumes;
   private final long allowedLatenessMs;
+  private final SavepointSlots slots;
 
   private transient Connection db;
   private transient String jobName;
@@ -107,6 +117,9 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   private transient ListState<GeofenceTrigger> heldState;
   private transient ListState<GeofenceTrigger> heldPresenceState;
   private transient Counter leftToOther;
+  private transient ListState<String> slotsState;
+  private transient SnapshotType snapshotType;
+  private transient long tidiedAt;
 
   /**
    * @param sink the database of the output tables, which holds the handover row
@@ -115,12 +128,14 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
    * @param resumes the writer, a job that ended, whose seat this instance takes, or null
    * @param allowedLatenessMs the allowed lateness of locations, which bounds how long after T a
    *     trigger before T can still come
+   * @param slots the slots per savepoint, or null
    */
-  public HandoverGate(JdbcConnectionOptions sink, boolean standby, String resumes, long allowedLatenessMs) {
+  public HandoverGate(JdbcConnectionOptions sink, boolean standby, String resumes, long allowedLatenessMs, SavepointSlots slots) {
     this.sink = sink;
     this.standby = standby;
     this.resumes = resumes;
     this.allowedLatenessMs = allowedLatenessMs;
+    this.slots = slots;
     // In the fence index's task, as the sinks were before it: the triggers cross no network.
     setChainingStrategy(ChainingStrategy.ALWAYS);
   }
@@ -135,6 +150,10 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
     heldPresence = new LinkedHashMap<>();
     heldState.get().forEach(held::add);
     heldPresenceState.get().forEach(this::holdPresence);
+    slotsState = context.getOperatorStateStore().getUnionListState(SavepointSlots.STATE);
+    if (slots != null) {
+      slots.restore(slotsState.get());
+    }
   }
 
   @Override
@@ -271,6 +290,11 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
   private void poll() throws SQLException {
     Handover.Row row = sql(db -> Handover.read(db, jobName).orElseThrow());
     adopt(row);
+    long now = System.currentTimeMillis();
+    if (slots != null && subtask == 0 && now - tidiedAt >= TIDY_MS) {
+      tidiedAt = now;
+      slots.tidy(role == Role.WRITER, role == Role.HANDING_OVER || role == Role.RETIRED, now);
+    }
     switch (role) {
       case WRITER, HANDING_OVER -> {
         sql(db -> {
@@ -327,9 +351,19 @@ public final class HandoverGate extends AbstractStreamOperator<GeofenceTrigger>
     super.processWatermark(mark);
   }
 
+  /** Notes whether this snapshot is a checkpoint, a savepoint or a stop, which the state-only call below is not told. */
+  @Override
+  public OperatorSnapshotFutures snapshotState(long checkpointId, long timestamp, CheckpointOptions checkpointOptions,
+      CheckpointStreamFactory factory) throws Exception {
+    snapshotType = checkpointOptions.getCheckpointType();
+    return super.snapshotState(checkpointId, timestamp, checkpointOptions, factory);
+  }
+
   @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
+    slotsState.update(slots != null && subtask == 0 && snapshotType != null
+        ? slots.snapshot(context.getCheckpointId(), snapshotType, System.currentTimeMillis()) : List.of());
     heldState.update(held);
     heldPresenceState.update(new ArrayList<>(heldPresence.values()));
     // Every trigger before T this subtask will ever get has come once its clock is past T by the

@@ -108,32 +108,41 @@ public final class SavepointFiles {
    * @throws IllegalArgumentException if a state file cannot be read
    */
   public static List<byte[]> readerSplits(CheckpointMetadata metadata, String sourceUid) {
+    return listState(metadata, sourceUid, new ListStateDescriptor<>(SOURCE_READER_STATE, BytePrimitiveArraySerializer.INSTANCE), false);
+  }
+
+  /**
+   * The entries of every subtask's list state {@code descriptor} (union list state if {@code
+   * union}) of the operator with uid {@code uid} in the savepoint; empty if it holds none.
+   *
+   * @throws IllegalArgumentException if a state file cannot be read
+   */
+  public static <T> List<T> listState(CheckpointMetadata metadata, String uid, ListStateDescriptor<T> descriptor, boolean union) {
     // The operator id Flink derives from a uid (StreamGraphHasherV2: murmur3_128 of its UTF-8 bytes).
-    OperatorID id = new OperatorID(Hashing.murmur3_128(0).hashString(sourceUid, StandardCharsets.UTF_8).asBytes());
+    OperatorID id = new OperatorID(Hashing.murmur3_128(0).hashString(uid, StandardCharsets.UTF_8).asBytes());
     List<OperatorStateHandle> handles = new ArrayList<>();
     for (OperatorState operator : metadata.getOperatorStates()) {
       if (operator.getOperatorID().equals(id)) {
         operator.getSubtaskStates().values().forEach(subtask -> handles.addAll(subtask.getManagedOperatorState()));
       }
     }
-    List<byte[]> splits = new ArrayList<>();
+    List<T> entries = new ArrayList<>();
     if (handles.isEmpty()) {
-      return splits;
+      return entries;
     }
     // Read as Flink's restore reads it, which knows how each file was written (compressed or not).
     try (CloseableRegistry registry = new CloseableRegistry()) {
       DefaultOperatorStateBackend backend = new DefaultOperatorStateBackendBuilder(
           SavepointFiles.class.getClassLoader(), new ExecutionConfig(), false, handles, registry).build();
       try {
-        backend.getListState(new ListStateDescriptor<>(SOURCE_READER_STATE, BytePrimitiveArraySerializer.INSTANCE)).get()
-            .forEach(splits::add);
+        (union ? backend.getUnionListState(descriptor) : backend.getListState(descriptor)).get().forEach(entries::add);
       } finally {
         backend.dispose();
       }
     } catch (Exception e) {
-      throw new IllegalArgumentException("the savepoint's state of " + sourceUid + " cannot be read (" + reason(e) + ")");
+      throw new IllegalArgumentException("the savepoint's state of " + uid + " cannot be read (" + reason(e) + ")");
     }
-    return splits;
+    return entries;
   }
 
   /** The operator state in which a source operator keeps its readers' splits (Flink's SourceOperator). */

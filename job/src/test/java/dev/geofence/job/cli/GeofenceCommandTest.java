@@ -147,6 +147,20 @@ class GeofenceCommandTest {
         + " (geofence.handover.resume-writer) exclude each other: a job starts as a standby or in a writer's seat");
   }
 
+  @Test
+  void slotsPerSavepointDecideTheStartAloneAndAreNotDeploys() throws Exception {
+    Result standby = underClient(Map.of(), (URL + " --savepoint-slots --standby").split(" "));
+    assertThat(standby.status).isEqualTo(2);
+    assertThat(standby.err.strip()).isEqualTo("geofence: option --savepoint-slots (geofence.handover.savepoint-slots) decides"
+        + " from the savepoint whether the job starts as a standby: not with --standby (geofence.handover.standby) or"
+        + " --resume-writer (geofence.handover.resume-writer)");
+    Result deploy = underClient(Map.of(), ("deploy --rest-url http://localhost:1 --from-job 7e4cc054f46b8a64634119145b0b2efa"
+        + " --new-slot geofence_2 --source-url jdbc:postgresql://h/db --source-user u --locations file:/x --savepoint-slots").split(" "));
+    assertThat(deploy.status).isEqualTo(2);
+    assertThat(deploy.err.strip()).isEqualTo("geofence: option --savepoint-slots (geofence.handover.savepoint-slots) is for"
+        + " deploys made of savepoints alone (the Kubernetes operator's blue/green); deploy copies the slot itself: leave it out");
+  }
+
   /**
    * The job built from options given three ways at once, over a real database (the output
    * migration runs): the cluster's configuration names the locations (a generator, read by one
