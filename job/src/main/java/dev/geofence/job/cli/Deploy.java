@@ -68,21 +68,26 @@ final class Deploy {
   static final ConfigOption<Duration> HANDOVER_TIMEOUT = key("geofence.deploy.handover-timeout").durationType()
       .noDefaultValue()
       .withDescription("How long the old job may take to commit every trigger before T.");
+  static final ConfigOption<Integer> NEW_REST_PORT = key("geofence.deploy.new-rest-port").intType().noDefaultValue()
+      .withDescription("For a running job started with java -jar (its embedded cluster's REST API at --rest-url): start the"
+          + " new job with java -jar too, in a process of its own whose embedded cluster's REST API listens on this port.");
 
   static final CommandLine OPTIONS = new CommandLine(List.of(
       Flag.text("rest-url", "URL", REST_URL).asRequired(),
       Flag.text("from-job", "ID", FROM_JOB).asRequired(),
       Flag.text("new-slot", "NAME", NEW_SLOT).asRequired(),
       Flag.duration("ready-timeout", READY_TIMEOUT),
-      Flag.duration("handover-timeout", HANDOVER_TIMEOUT).defaultingTo("the allowed lateness and 5 min")));
+      Flag.duration("handover-timeout", HANDOVER_TIMEOUT).defaultingTo("the allowed lateness and 5 min"),
+      Flag.number("new-rest-port", "P", NEW_REST_PORT).defaultingTo("none: the new job goes to the session cluster")));
 
   /** The deploy's own flags and every flag of {@code run}, which the new job is started with. */
   private static final CommandLine ALL = new CommandLine(concat(OPTIONS.flags(), GeofenceCommand.RUN.flags()));
 
   static final String HELP = String.join("\n",
-      "Usage: java -jar geofence-job.jar deploy --rest-url URL --from-job ID --new-slot NAME [options of run]",
+      "Usage: java -jar geofence-job.jar deploy --rest-url URL --from-job ID --new-slot NAME [--new-rest-port P] [options of run]",
       "",
-      "A blue/green deploy on a session cluster: starts this jar's job beside the running one (which must",
+      "A blue/green deploy on a session cluster (or, with --new-rest-port, of a job run with java -jar, the new",
+      "one started with java -jar in a process of its own): starts this jar's job beside the running one (which must",
       "run with --handover) from a savepoint taken without stopping it, on a copy of its replication slot,",
       "waits until the new job's index is ready, hands the outputs over without a pause, then cancels the",
       "old job and drops its slot. Give the options of run the new job is to run with, --slot being the",
@@ -100,6 +105,10 @@ final class Deploy {
   private final PrintStream out;
   private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
   private String restUrl;
+  /** Where the new job's REST API is: the session cluster's, or its own process's embedded cluster's. */
+  private String newRestUrl;
+  /** The new job's process, when it runs under java -jar; null on a session cluster. */
+  private NewProcess newProcess;
   /** The job in the writer's seat: the running job, or the one resuming it after it ended. */
   private String writerJob;
   /** What resuming the writer needs: the new job's options, the writer's slot, the password. */
@@ -135,10 +144,20 @@ final class Deploy {
     if (rest.getHost() == null || !restUrl.matches("https?://.*")) {
       throw new IllegalArgumentException("option --rest-url must look like http://host:8081, got '" + restUrl + "'");
     }
-    // The cluster's configuration beneath the command line, as flink run reads the cluster's
-    // config.yaml: the job's options kept there, and the changelog storage the new job must know.
-    given = clusterConfiguration();
-    given.addAll(commandLine);
+    Integer newRestPort = ALL.get(commandLine, NEW_REST_PORT);
+    if (newRestPort == null) {
+      // The cluster's configuration beneath the command line, as flink run reads the cluster's
+      // config.yaml: the job's options kept there, and the changelog storage the new job must know.
+      given = clusterConfiguration();
+      given.addAll(commandLine);
+      newRestUrl = restUrl;
+    } else {
+      // An embedded cluster's configuration is that process's own (its ports among it): the new
+      // process takes the command line alone, as the running one did.
+      given = new Configuration(commandLine);
+      String bind = ALL.get(given, GeofenceOptions.BIND_ADDRESS);
+      newRestUrl = "http://" + (bind.equals("0.0.0.0") ? "127.0.0.1" : bind) + ":" + newRestPort;
+    }
     refuseSavepointSlots(given);
     String oldJob = ALL.required(given, FROM_JOB);
     writerJob = oldJob;
@@ -156,7 +175,7 @@ final class Deploy {
     sinkUrl = sinkUrl == null ? sourceUrl : sinkUrl;
 
     step("Checking the running job " + oldJob + " at " + restUrl);
-    JsonNode job = get("/jobs/" + oldJob, OLD_JOB);
+    JsonNode job = get(restUrl, "/jobs/" + oldJob, OLD_JOB);
     if (!job.path("state").asText().equals("RUNNING")) {
       throw new Failed(OLD_JOB, "job " + oldJob + " is " + job.path("state").asText() + ", not RUNNING");
     }
@@ -185,8 +204,15 @@ final class Deploy {
       step("Taking a savepoint of " + oldJob + " without stopping it");
       String savepoint = savepoint(oldJob, ALL.get(given, GeofenceOptions.SAVEPOINT_DIR));
       out.println("      " + savepoint);
-      step("Submitting the new job from it, as a standby on " + newSlot);
-      newJob = submit(newSlot, savepoint, null);
+      if (newRestPort == null) {
+        step("Submitting the new job from it, as a standby on " + newSlot);
+        newJob = submit(newSlot, savepoint, null);
+      } else {
+        step("Starting the new job from it with java -jar, as a standby on " + newSlot + ", its REST API at " + newRestUrl);
+        newProcess = NewProcess.start(options(newSlot, savepoint, null, newRestPort), Path.of(newSlot + ".log"));
+        out.println("      process " + newProcess.pid() + ", its output in " + newProcess.log().toAbsolutePath());
+        newJob = newProcess.awaitJob(newRestUrl, http, Duration.ofMinutes(2));
+      }
       out.println("      job " + newJob);
     } catch (Failed | RuntimeException e) {
       dropSlot(sourceUrl, user, password, newSlot);
@@ -208,7 +234,7 @@ final class Deploy {
         // the triggers from T on to nobody. Withdrawn first, it can no longer ask; one that asked
         // meanwhile is a success.
         if (Handover.withdrawStandby(sink, jobName, newJob)) {
-          cancel(newJob);
+          cancel(newRestUrl, newJob);
           dropSlot(sourceUrl, user, password, newSlot);
           throw new Failed(NOT_READY, e.getMessage() + "; the new job is cancelled, its slot dropped, job " + writerJob + " serves on");
         }
@@ -237,7 +263,7 @@ final class Deploy {
 
     step("Cancelling " + writerJob + " and dropping its slot " + oldSlot);
     try {
-      cancel(writerJob);
+      cancel(restUrl, writerJob);
     } catch (Failed e) {
       throw new Failed(NOT_CLEANED_UP, e.getMessage() + "; cancel job " + writerJob + " and drop the slot " + oldSlot + " by hand");
     }
@@ -252,7 +278,7 @@ final class Deploy {
   /** The JobManager's configuration, as Flink's REST API gives it; values it masks are left out, lest they replace the real ones. */
   private Configuration clusterConfiguration() throws Failed, InterruptedException {
     Configuration cluster = new Configuration();
-    for (JsonNode entry : get("/jobmanager/config", OLD_JOB)) {
+    for (JsonNode entry : get(restUrl, "/jobmanager/config", OLD_JOB)) {
       String key = entry.path("key").asText();
       String value = entry.path("value").asText();
       if (!key.startsWith("$internal") && !value.equals("******")) {
@@ -271,10 +297,10 @@ final class Deploy {
     if (directory != null) {
       body.put("target-directory", directory);
     }
-    String request = send("POST", "/jobs/" + job + "/savepoints", body.toString(), NOT_STARTED).path("request-id").asText();
+    String request = send(restUrl, "POST", "/jobs/" + job + "/savepoints", body.toString(), NOT_STARTED).path("request-id").asText();
     long deadline = System.nanoTime() + Duration.ofMinutes(30).toNanos();
     while (System.nanoTime() < deadline) {
-      JsonNode status = get("/jobs/" + job + "/savepoints/" + request, NOT_STARTED);
+      JsonNode status = get(restUrl, "/jobs/" + job + "/savepoints/" + request, NOT_STARTED);
       if (status.path("status").path("id").asText().equals("COMPLETED")) {
         JsonNode operation = status.path("operation");
         if (operation.has("failure-cause")) {
@@ -295,11 +321,25 @@ final class Deploy {
    * writes what the ended one had not committed. True if it did so.
    */
   private boolean resumeEndedWriter() throws Exception {
-    String state = get("/jobs/" + writerJob, WRITER_LOST).path("state").asText();
-    if (!TERMINAL.contains(state)) {
+    String state;
+    try {
+      state = get(restUrl, "/jobs/" + writerJob, WRITER_LOST).path("state").asText();
+    } catch (Failed e) {
+      if (newProcess == null || !e.unreachable) {
+        throw e;
+      }
+      state = "gone";
+    }
+    if (!TERMINAL.contains(state) && !state.equals("gone")) {
       return false;
     }
-    JsonNode last = get("/jobs/" + writerJob + "/checkpoints", WRITER_LOST).path("latest").path("completed");
+    if (newProcess != null) {
+      // Under java -jar the old job's cluster ends with it: there is nowhere to resume it from here.
+      throw new Failed(WRITER_LOST, "job " + writerJob + " is " + state + " before it handed over, with the process it ran in:"
+          + " the new job runs on; resume the old one from its last checkpoint by hand (docs/operations.md, a handover that"
+          + " does not finish)");
+    }
+    JsonNode last = get(restUrl, "/jobs/" + writerJob + "/checkpoints", WRITER_LOST).path("latest").path("completed");
     String checkpoint = last.path("external_path").asText("");
     if (checkpoint.isEmpty() || last.path("discarded").asBoolean(false)) {
       throw new Failed(WRITER_LOST, "job " + writerJob + " is " + state + " before it handed over and left no checkpoint to resume"
@@ -327,11 +367,11 @@ final class Deploy {
   }
 
   /**
-   * Builds the job as {@code run} would, on {@code slot} from {@code savepoint}, and submits it to
-   * the cluster: as the standby, or in the seat of the ended writer {@code resumes}.
+   * The options of {@code run} for the new job (or the ended writer's resumed one): those given, on
+   * {@code slot} from {@code savepoint}, as the standby or in the seat of {@code resumes}, and
+   * under java -jar with its embedded cluster's REST API on {@code restPort}.
    */
-  private String submit(String slot, String savepoint, String resumes) throws Exception {
-    URI rest = URI.create(restUrl);
+  private Configuration options(String slot, String savepoint, String resumes, Integer restPort) {
     Configuration options = new Configuration();
     given.toMap().forEach((k, v) -> {
       if (!k.startsWith("geofence.deploy.")) {
@@ -345,6 +385,19 @@ final class Deploy {
       options.set(GeofenceOptions.RESUME_WRITER, resumes);
     }
     options.set(GeofenceOptions.FROM_SAVEPOINT, savepoint);
+    if (restPort != null) {
+      options.set(GeofenceOptions.REST_PORT, restPort);
+    }
+    return options;
+  }
+
+  /**
+   * Builds the job as {@code run} would, on {@code slot} from {@code savepoint}, and submits it to
+   * the cluster: as the standby, or in the seat of the ended writer {@code resumes}.
+   */
+  private String submit(String slot, String savepoint, String resumes) throws Exception {
+    URI rest = URI.create(restUrl);
+    Configuration options = options(slot, savepoint, resumes, null);
     options.set(DeploymentOptions.TARGET, "remote");
     options.set(RestOptions.ADDRESS, rest.getHost());
     options.set(RestOptions.PORT, rest.getPort() < 0 ? 8081 : rest.getPort());
@@ -370,12 +423,12 @@ final class Deploy {
         return row;
       }
       resumeEndedWriter();
-      JsonNode status = get("/jobs/" + job, NOT_READY);
+      JsonNode status = get(newRestUrl, "/jobs/" + job, NOT_READY);
       String state = status.path("state").asText();
       if (TERMINAL.contains(state)) {
         throw new Failed(NOT_READY, "the new job " + job + " is " + state);
       }
-      ReadinessProbe.Answer answer = ReadinessProbe.ask(restUrl, job, Duration.ofSeconds(10));
+      ReadinessProbe.Answer answer = ReadinessProbe.ask(newRestUrl, job, Duration.ofSeconds(10));
       if (System.nanoTime() > deadline) {
         throw new Failed(NOT_READY, "the new job " + job + " was not ready within " + ReadinessProbe.seconds(timeout.toMillis())
             + " (" + answer.line() + ")");
@@ -388,10 +441,10 @@ final class Deploy {
     }
   }
 
-  private void cancel(String job) throws Failed, InterruptedException {
-    send("PATCH", "/jobs/" + job + "?mode=cancel", null, NOT_CLEANED_UP);
+  private void cancel(String rest, String job) throws Failed, InterruptedException {
+    send(rest, "PATCH", "/jobs/" + job + "?mode=cancel", null, NOT_CLEANED_UP);
     long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
-    while (!TERMINAL.contains(get("/jobs/" + job, NOT_CLEANED_UP).path("state").asText())) {
+    while (!TERMINAL.contains(state(rest, job))) {
       if (System.nanoTime() > deadline) {
         throw new Failed(NOT_CLEANED_UP, "job " + job + " did not stop within 2 min of its cancel");
       }
@@ -417,11 +470,26 @@ final class Deploy {
     }
   }
 
-  private JsonNode get(String path, int status) throws Failed, InterruptedException {
-    return send("GET", path, null, status);
+  /**
+   * The state of {@code job}; CANCELED once an embedded cluster's REST API is gone, since a job run
+   * with java -jar takes its process, and so its cluster, with it when it ends.
+   */
+  private String state(String rest, String job) throws Failed, InterruptedException {
+    try {
+      return get(rest, "/jobs/" + job, NOT_CLEANED_UP).path("state").asText();
+    } catch (Failed e) {
+      if (newProcess != null && e.unreachable) {
+        return "CANCELED";
+      }
+      throw e;
+    }
   }
 
-  private JsonNode send(String method, String path, String body, int status) throws Failed, InterruptedException {
+  private JsonNode get(String rest, String path, int status) throws Failed, InterruptedException {
+    return send(rest, "GET", path, null, status);
+  }
+
+  private JsonNode send(String restUrl, String method, String path, String body, int status) throws Failed, InterruptedException {
     HttpRequest request = HttpRequest.newBuilder(URI.create(restUrl + path)).timeout(Duration.ofSeconds(30))
         .header("Content-Type", "application/json")
         .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body)).build();
@@ -429,7 +497,9 @@ final class Deploy {
     try {
       response = http.send(request, HttpResponse.BodyHandlers.ofString());
     } catch (IOException e) {
-      throw new Failed(status, "cannot reach Flink's REST API at " + restUrl + " (" + ReadinessProbe.why(e) + ")");
+      Failed unreachable = new Failed(status, "cannot reach Flink's REST API at " + restUrl + " (" + ReadinessProbe.why(e) + ")");
+      unreachable.unreachable = true;
+      throw unreachable;
     }
     if (response.statusCode() == 404) {
       throw new Failed(status, "Flink's REST API at " + restUrl + " knows no " + path);
@@ -455,6 +525,8 @@ final class Deploy {
   private static final class Failed extends Exception {
     private static final long serialVersionUID = 1L;
     private final int status;
+    /** Whether the REST API did not answer at all. */
+    private boolean unreachable;
 
     Failed(int status, String message) {
       super(message);
