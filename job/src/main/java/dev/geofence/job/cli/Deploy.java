@@ -10,6 +10,7 @@ import dev.geofence.connectors.config.Flag;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.sink.Handover;
 import dev.geofence.connectors.source.ReplicationSlots;
+import dev.geofence.job.operator.SavepointFiles;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.URI;
@@ -334,10 +335,7 @@ final class Deploy {
       return false;
     }
     if (newProcess != null) {
-      // Under java -jar the old job's cluster ends with it: there is nowhere to resume it from here.
-      throw new Failed(WRITER_LOST, "job " + writerJob + " is " + state + " before it handed over, with the process it ran in:"
-          + " the new job runs on; resume the old one from its last checkpoint by hand (docs/operations.md, a handover that"
-          + " does not finish)");
+      return resumeEndedProcess(state);
     }
     JsonNode last = get(restUrl, "/jobs/" + writerJob + "/checkpoints", WRITER_LOST).path("latest").path("completed");
     String checkpoint = last.path("external_path").asText("");
@@ -364,6 +362,39 @@ final class Deploy {
       throw new IllegalArgumentException("option " + ALL.describe(GeofenceOptions.SAVEPOINT_SLOTS.key()) + " is for deploys made"
           + " of savepoints alone (the Kubernetes operator's blue/green); deploy copies the slot itself: leave it out");
     }
+  }
+
+  /**
+   * Under java -jar: once the writer's process is gone (its job ended, or the process was killed),
+   * starts its newest checkpoint under {@code --checkpoint-dir} in its seat, in a process of its
+   * own on its REST port. True if it did so; false while the process is still going.
+   */
+  private boolean resumeEndedProcess(String state) throws Exception {
+    if (!state.equals("gone")) {
+      // Its job ended: its process, cluster and REST API go next, and its port with them.
+      return false;
+    }
+    String directory = ALL.get(given, GeofenceOptions.CHECKPOINT_DIR);
+    String checkpoint = directory == null ? null : SavepointFiles.latestCheckpoint(directory, writerJob);
+    if (checkpoint == null) {
+      throw new Failed(WRITER_LOST, "job " + writerJob + " ended with its process before it handed over and left no checkpoint"
+          + (directory == null ? " (no --checkpoint-dir given)" : " under " + directory) + " to resume it from: the triggers it had"
+          + " not committed are missing, and the new job runs on; see docs/operations.md, a handover that does not finish");
+    }
+    step("Job " + writerJob + " ended with its process before it handed over: resuming it from its last checkpoint, on " + oldSlot
+        + ", in a process of its own");
+    out.println("      " + checkpoint);
+    String ended = writerJob;
+    try {
+      NewProcess resumed = NewProcess.start(options(oldSlot, checkpoint, ended, URI.create(restUrl).getPort()),
+          Path.of(oldSlot + ".log"));
+      out.println("      process " + resumed.pid() + ", its output in " + resumed.log().toAbsolutePath());
+      writerJob = resumed.awaitJob(restUrl, http, Duration.ofMinutes(2));
+    } catch (IOException | RuntimeException e) {
+      throw new Failed(WRITER_LOST, "job " + ended + " ended before it handed over, and resuming it failed: " + e.getMessage());
+    }
+    out.println("      job " + writerJob + " in the seat of " + ended);
+    return true;
   }
 
   /**

@@ -145,6 +145,39 @@ public final class SavepointFiles {
     return entries;
   }
 
+  /**
+   * The newest completed checkpoint of job {@code jobId} under {@code checkpointDir} (Flink's
+   * layout: {@code DIR/JOB_ID/chk-N/_metadata}), or null if it has none: where a job whose cluster
+   * is gone can be resumed from.
+   *
+   * @throws IllegalArgumentException if the directory cannot be listed
+   */
+  public static String latestCheckpoint(String checkpointDir, String jobId) {
+    org.apache.flink.core.fs.Path job = new org.apache.flink.core.fs.Path(checkpointDir, jobId);
+    try {
+      FileSystem fs = job.getFileSystem();
+      if (!fs.exists(job)) {
+        return null;
+      }
+      long newest = -1;
+      org.apache.flink.core.fs.Path found = null;
+      for (FileStatus entry : fs.listStatus(job)) {
+        String name = entry.getPath().getName();
+        if (entry.isDir() && name.matches("chk-\\d+") && fs.exists(new org.apache.flink.core.fs.Path(entry.getPath(), "_metadata"))) {
+          long n = Long.parseLong(name.substring(4));
+          if (n > newest) {
+            newest = n;
+            found = entry.getPath();
+          }
+        }
+      }
+      return found == null ? null : found.toString();
+    } catch (IOException e) {
+      throw new IllegalArgumentException("the checkpoints of job " + jobId + " under " + checkpointDir + " cannot be listed ("
+          + reason(e) + ")");
+    }
+  }
+
   /** The operator state in which a source operator keeps its readers' splits (Flink's SourceOperator). */
   private static final String SOURCE_READER_STATE = "SourceReaderState";
 
