@@ -147,9 +147,11 @@ class JarDeployITCase extends EndToEndFixture {
 
   /**
    * The options both jobs run with, as a user gives them to run and to deploy alike. Without the
-   * changelog: under it (the default), the newest checkpoint of the job whose process the case
-   * kills lacked a file of its own directory on restore in both runs tried (FileNotFoundException
-   * in chk-N/), which no resume can mend; the session cluster's deploys run with it (HandoverITCase).
+   * changelog: under it (the default), the job whose process the case kills was restored from a
+   * savepoint less than a materialization interval (10 min) before, and Flink 1.20 names that
+   * savepoint's file in its checkpoints relative to the checkpoint's directory, where a new job
+   * does not find it (docs/operations.md; SavepointFilesTest): deploy then exits 8. The session
+   * cluster's deploys run with the changelog (HandoverITCase).
    */
   private List<String> jobOptions(String slotName) {
     return List.of("--source-url", url, "--source-user", user, "--slot", slotName, "--locations", "file:" + inbox,

@@ -26,6 +26,7 @@ import org.apache.flink.runtime.state.KeyGroupsStateHandle;
 import org.apache.flink.runtime.state.KeyedStateHandle;
 import org.apache.flink.runtime.state.OperatorStateHandle;
 import org.apache.flink.runtime.state.StreamStateHandle;
+import org.apache.flink.runtime.state.changelog.ChangelogStateBackendHandle;
 import org.apache.flink.runtime.state.filesystem.AbstractFsCheckpointStorageAccess;
 import org.apache.flink.runtime.state.filesystem.FileStateHandle;
 import org.apache.flink.shaded.guava31.com.google.common.hash.Hashing;
@@ -211,7 +212,13 @@ public final class SavepointFiles {
   }
 
   private static void keyed(KeyedStateHandle handle, List<FileStateHandle> files) {
-    if (handle instanceof KeyGroupsStateHandle groups) {
+    if (handle instanceof ChangelogStateBackendHandle changelog) {
+      // A checkpoint under the changelog: its materialized part is the nested backend's state (the
+      // changelog's own files, written in pieces, are its storage's to check). Flink 1.20 carries a
+      // canonical savepoint's files there by relative path until the first materialization, and
+      // resolves them against the checkpoint's directory on restore, where they are not.
+      changelog.getMaterializedStateHandles().forEach(h -> keyed(h, files));
+    } else if (handle instanceof KeyGroupsStateHandle groups) {
       stream(groups.getDelegateStateHandle(), files);
     } else if (handle instanceof IncrementalRemoteKeyedStateHandle incremental) {
       stream(incremental.getMetaDataStateHandle(), files);
