@@ -263,7 +263,7 @@ class HandoverITCase extends EndToEndFixture {
         assertThat(registered.writer()).as("the new colour does not take the outputs at once").isEqualTo(blueId);
         Waiting.until("the new colour to take over", PATIENCE, () -> Handover.read(admin, JOB).orElseThrow(),
             row -> row.writer().equals(greenId));
-        assertThat(SavepointSlots.isRead(admin, copy)).as("the new colour reads the copy").isTrue();
+        assertThat(ReplicationSlots.isRead(admin, copy).orElse(false)).as("the new colour reads the copy").isTrue();
 
         // The operator deletes the old colour once the new one runs and the deletion delay is over.
         assertThat(SlotProbe.read(admin, configured).exists()).as("the old colour's slot kept while it runs").isTrue();

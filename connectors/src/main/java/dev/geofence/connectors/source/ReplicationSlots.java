@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.Optional;
 
 /**
  * The job's logical replication slots as a deploy handles them: made where missing, copied for a
@@ -64,22 +65,28 @@ public final class ReplicationSlots {
    * @throws IllegalStateException if a reader still holds it: an instance of the job still runs on it
    */
   public static boolean dropIfUnused(Connection db, String name) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement("SELECT active FROM pg_replication_slots WHERE slot_name = ?")) {
-      s.setString(1, name);
-      try (ResultSet r = s.executeQuery()) {
-        if (!r.next()) {
-          return false;
-        }
-        if (r.getBoolean(1)) {
-          throw new IllegalStateException("the replication slot " + name + " is still read (an instance of the job runs on it): not dropped");
-        }
-      }
+    Optional<Boolean> read = isRead(db, name);
+    if (read.isEmpty()) {
+      return false;
+    }
+    if (read.get()) {
+      throw new IllegalStateException("the replication slot " + name + " is still read (an instance of the job runs on it): not dropped");
     }
     try (PreparedStatement s = db.prepareStatement(
         "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ? AND NOT active")) {
       s.setString(1, name);
       try (ResultSet r = s.executeQuery()) {
         return r.next();
+      }
+    }
+  }
+
+  /** Whether a reader holds the slot {@code name} now; empty if there is no such slot. */
+  public static Optional<Boolean> isRead(Connection db, String name) throws SQLException {
+    try (PreparedStatement s = db.prepareStatement("SELECT active FROM pg_replication_slots WHERE slot_name = ?")) {
+      s.setString(1, name);
+      try (ResultSet r = s.executeQuery()) {
+        return r.next() ? Optional.of(r.getBoolean(1)) : Optional.empty();
       }
     }
   }

@@ -322,20 +322,12 @@ final class Deploy {
    * writes what the ended one had not committed. True if it did so.
    */
   private boolean resumeEndedWriter() throws Exception {
-    String state;
-    try {
-      state = get(restUrl, "/jobs/" + writerJob, WRITER_LOST).path("state").asText();
-    } catch (Failed e) {
-      if (newProcess == null || !e.unreachable) {
-        throw e;
-      }
-      state = "gone";
-    }
-    if (!TERMINAL.contains(state) && !state.equals("gone")) {
-      return false;
-    }
     if (newProcess != null) {
-      return resumeEndedProcess(state);
+      return resumeEndedProcess();
+    }
+    String state = get(restUrl, "/jobs/" + writerJob, WRITER_LOST).path("state").asText();
+    if (!TERMINAL.contains(state)) {
+      return false;
     }
     JsonNode last = get(restUrl, "/jobs/" + writerJob + "/checkpoints", WRITER_LOST).path("latest").path("completed");
     String checkpoint = last.path("external_path").asText("");
@@ -369,10 +361,15 @@ final class Deploy {
    * starts its newest checkpoint under {@code --checkpoint-dir} in its seat, in a process of its
    * own on its REST port. True if it did so; false while the process is still going.
    */
-  private boolean resumeEndedProcess(String state) throws Exception {
-    if (!state.equals("gone")) {
-      // Its job ended: its process, cluster and REST API go next, and its port with them.
+  private boolean resumeEndedProcess() throws Exception {
+    try {
+      // Answering, the process goes on; a job that ended takes its process, REST API and port with it next.
+      get(restUrl, "/jobs/" + writerJob, WRITER_LOST);
       return false;
+    } catch (Failed e) {
+      if (!e.unreachable) {
+        throw e;
+      }
     }
     String directory = ALL.get(given, GeofenceOptions.CHECKPOINT_DIR);
     String checkpoint = directory == null ? null : SavepointFiles.latestCheckpoint(directory, writerJob);

@@ -16,6 +16,7 @@ import dev.geofence.connectors.sink.Handover;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.connectors.source.ReplicationSlots;
 import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.job.GeofenceJob;
 import dev.geofence.job.JobSettings;
@@ -349,7 +350,7 @@ public final class GeofenceCommand {
     try (Connection db = SourceOfTruth.connect(fences, "geofence start")) {
       // Not refused: in application mode main runs again after a JobManager failover, while the
       // tasks of this same job may still hold the slot for a moment.
-      if (SavepointSlots.isRead(db, start.slot())) {
+      if (ReplicationSlots.isRead(db, start.slot()).orElse(false)) {
         LOG.warn("The replication slot {}, copied at savepoint {}, is read already: this job's source fails until that reader"
             + " lets go (an earlier attempt of this job does soon; another instance restored from the same savepoint does not:"
             + " restore from a newer savepoint)", start.slot(), restored.getCheckpointId());

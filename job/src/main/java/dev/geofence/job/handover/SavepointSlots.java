@@ -7,8 +7,6 @@ import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.operator.Uids;
 import java.io.Serializable;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -169,7 +167,7 @@ public final class SavepointSlots implements Serializable {
       String copy = copyName(configured, checkpointId);
       try (Connection db = SourceOfTruth.connect(source, "geofence savepoint slots")) {
         // A copy of this name left by another line of savepoints (a restore from an older one) is no one's.
-        if (read(db, copy).filter(s -> !s.active()).isPresent()) {
+        if (ReplicationSlots.isRead(db, copy).filter(read -> !read).isPresent()) {
           drop(db, copy);
         }
         ReplicationSlots.copy(db, source.slotName(), copy);
@@ -249,10 +247,10 @@ public final class SavepointSlots implements Serializable {
 
     /** True if it dropped the slot now; {@link #gone} once it is dropped or missing. */
     boolean dropIfUnreadFor(Connection db, long now, long timeoutMs) throws SQLException {
-      Optional<SlotUse> use = read(db, slot);
-      if (use.isEmpty()) {
+      Optional<Boolean> read = ReplicationSlots.isRead(db, slot);
+      if (read.isEmpty()) {
         gone = true;
-      } else if (use.get().active()) {
+      } else if (read.get()) {
         unreadSince = -1;
       } else if (unreadSince < 0) {
         unreadSince = now;
@@ -272,23 +270,5 @@ public final class SavepointSlots implements Serializable {
     } catch (IllegalStateException readMeanwhile) {
       return false;
     }
-  }
-
-  /** Whether a slot is read now. */
-  private record SlotUse(boolean active) {}
-
-  private static Optional<SlotUse> read(Connection db, String slot) throws SQLException {
-    try (PreparedStatement s = db.prepareStatement(
-        "SELECT active FROM pg_replication_slots WHERE slot_name = ?")) {
-      s.setString(1, slot);
-      try (ResultSet r = s.executeQuery()) {
-        return r.next() ? Optional.of(new SlotUse(r.getBoolean(1))) : Optional.empty();
-      }
-    }
-  }
-
-  /** Whether the slot {@code slot} is read by an instance now. */
-  public static boolean isRead(Connection db, String slot) throws SQLException {
-    return read(db, slot).map(SlotUse::active).orElse(false);
   }
 }
