@@ -75,8 +75,7 @@ final class BenchFences {
       checksum = baseChecksum.clone();
       version = new long[FenceBuckets.COUNT];
       Arrays.fill(version, 1);
-      // Polygons of radius up to 0.02 degrees, about one over each point.
-      side = Math.sqrt(fences * Math.PI * 0.00014);
+      side = side(fences);
     }
 
     @Override
@@ -148,21 +147,40 @@ final class BenchFences {
       return c;
     }
 
-    /** Fence i at version seq: a star of {@link #VERTICES} vertices; each version moved a little. */
     private byte[] polygon(int i, long seq) {
-      SplittableRandom random = new SplittableRandom(i);
-      double cx = random.nextDouble() * side + seq * 1e-5;
-      double cy = random.nextDouble() * side;
-      double radius = 0.002 + random.nextDouble() * 0.018;
-      Coordinate[] ring = new Coordinate[VERTICES + 1];
-      for (int v = 0; v < VERTICES; v++) {
-        double angle = 2 * Math.PI * (v + 0.8 * random.nextDouble()) / VERTICES;
-        double r = radius * (0.5 + 0.5 * random.nextDouble());
-        ring[v] = new Coordinate(cx + r * Math.cos(angle), cy + r * Math.sin(angle));
+      double[] xy = ring(i, seq, side);
+      Coordinate[] ring = new Coordinate[xy.length / 2];
+      for (int v = 0; v < ring.length; v++) {
+        ring[v] = new Coordinate(xy[2 * v], xy[2 * v + 1]);
       }
-      ring[VERTICES] = ring[0].copy();
       return new WKBWriter().write(new GeometryFactory().createPolygon(ring));
     }
   }
 
+  /** The side of the square that keeps about one of {@code fences} fences over each point. */
+  static double side(int fences) {
+    // Polygons of radius up to 0.02 degrees.
+    return Math.sqrt(fences * Math.PI * 0.00014);
+  }
+
+  /**
+   * Fence i at version seq, as a closed ring's interleaved coordinates: a star of {@link
+   * #VERTICES} vertices in a square of this side; each version moved a little.
+   */
+  static double[] ring(int i, long seq, double side) {
+    SplittableRandom random = new SplittableRandom(i);
+    double cx = random.nextDouble() * side + seq * 1e-5;
+    double cy = random.nextDouble() * side;
+    double radius = 0.002 + random.nextDouble() * 0.018;
+    double[] xy = new double[2 * (VERTICES + 1)];
+    for (int v = 0; v < VERTICES; v++) {
+      double angle = 2 * Math.PI * (v + 0.8 * random.nextDouble()) / VERTICES;
+      double r = radius * (0.5 + 0.5 * random.nextDouble());
+      xy[2 * v] = cx + r * Math.cos(angle);
+      xy[2 * v + 1] = cy + r * Math.sin(angle);
+    }
+    xy[2 * VERTICES] = xy[0];
+    xy[2 * VERTICES + 1] = xy[1];
+    return xy;
+  }
 }

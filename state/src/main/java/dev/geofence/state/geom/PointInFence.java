@@ -25,7 +25,7 @@ import org.locationtech.jts.algorithm.CGAlgorithmsDD;
  * shell and the parts of a MultiPolygon do not overlap; {@link FenceGeometryReader} guarantees that
  * before a {@link FenceGeometry} exists. Stateless and thread-safe.
  */
-final class PointInFence {
+public final class PointInFence {
 
   /** What {@link #crossings} returns for a point on one of the segments. */
   static final int ON_BOUNDARY = -1;
@@ -56,10 +56,17 @@ final class PointInFence {
 
   /** The ray-crossing test alone, over every segment of every ring. */
   static boolean coversExactly(FenceGeometry fence, double px, double py) {
-    double[] xy = fence.xy();
-    int[] ringStarts = fence.rings();
+    return coversRings(fence.xy(), fence.rings(), 0, fence.ringCount(), px, py);
+  }
+
+  /**
+   * The ray-crossing test over rings {@code firstRing .. endRing - 1} of flat arrays laid out as
+   * {@link FenceGeometry}'s are: for a caller that keeps many fences' rings in shared arrays and
+   * reads them in place.
+   */
+  public static boolean coversRings(double[] xy, int[] ringStarts, int firstRing, int endRing, double px, double py) {
     int count = 0;
-    for (int r = 0; r < ringStarts.length - 1; r++) {
+    for (int r = firstRing; r < endRing; r++) {
       // Only each segment's end vertex is compared with the point: the ring is closed, so its
       // first vertex is the end vertex of its last segment.
       int c = crossings(xy, 2 * ringStarts[r], 2 * (ringStarts[r + 1] - 1), px, py);

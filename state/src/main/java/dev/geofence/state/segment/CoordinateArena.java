@@ -1,0 +1,40 @@
+package dev.geofence.state.segment;
+
+/**
+ * Where a subtask's segments keep their coordinates: a few arrays of {@value #CHUNK} doubles (32
+ * MB, above half of G1's largest region, so every JVM allocates them as humongous objects straight
+ * into the old generation), filled one segment after another. A restore of a million fences then
+ * puts gigabytes of coordinates where no young collection copies them: per-segment arrays of half
+ * a megabyte each were copied by the collector at least once, most of a restore's pauses.
+ *
+ * <p>Space of a segment that is dropped stays taken until every segment of its chunk is; a
+ * rewrite of all segments (a restore) starts a new arena. Not thread-safe: one per subtask.
+ */
+public final class CoordinateArena {
+
+  static final int CHUNK = 1 << 22;
+
+  private double[] chunk;
+  private int used;
+  private int lastOffset;
+
+  /** Room for {@code count} doubles: the array they go in, at {@link #lastOffset()}. */
+  double[] take(int count) {
+    if (count > CHUNK) {
+      lastOffset = 0;
+      return new double[count];
+    }
+    if (chunk == null || CHUNK - used < count) {
+      chunk = new double[CHUNK];
+      used = 0;
+    }
+    lastOffset = used;
+    used += count;
+    return chunk;
+  }
+
+  /** Where the room {@link #take} gave last starts. */
+  int lastOffset() {
+    return lastOffset;
+  }
+}

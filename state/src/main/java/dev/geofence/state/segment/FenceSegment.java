@@ -1,0 +1,477 @@
+package dev.geofence.state.segment;
+
+import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.geom.CoverageGrid;
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.PointInFence;
+import dev.geofence.state.ledger.StoredFence;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.zip.CRC32C;
+
+/**
+ * A bucket's stored fences as one immutable, format-versioned value whose stored form is the form
+ * a reader uses: every field of every fence in a few flat arrays (ids, seqs, flags, commit
+ * positions, tenants, boxes, coarse coverage grids, polygon and ring offsets, coordinates), an
+ * open-addressing table of positions by id, and the bucket's count and checksum of live fences. A
+ * fence is a position in these arrays, never an object: reading a segment allocates about twenty
+ * arrays however many fences it holds, and asks nothing of the fences (no hash, no box, no grid)
+ * that the writer did not already store. A damaged value is refused by its CRC-32C, never misread.
+ *
+ * <p>Format 1, little-endian: version byte, three zero bytes, CRC-32C of everything after the
+ * first 8 bytes; counts (fences n, polygons P, rings R, vertices V, id bytes B, tenants T, table
+ * size S), live fences and their checksum ({@link FenceChecksum#hash} XORed); then seq[n],
+ * lsn[n], time[n], box[4n] (minX, minY, maxX, maxY, exact), grid[n * {@link
+ * CoverageGrid#COARSE_WORDS}], fencePolygons[n + 1], polygonRings[P + 1], ringStarts[R + 1],
+ * tenant[n] (-1 for none), idStarts[n + 1], table[S] (position + 1, 0 free), flags[n], ids[B],
+ * T tenants (length, UTF-8), xy[2V]. Fences are in id order, so equal contents give equal bytes.
+ */
+public final class FenceSegment {
+
+  public static final byte FORMAT_VERSION = 1;
+
+  private static final int DELETED = 1;
+  private static final int HAS_GEOMETRY = 2;
+  private static final int HEADER = 8 + 7 * 4 + 4 + 8;
+
+  private final long[] seqs;
+  private final long[] lsns;
+  private final long[] times;
+  private final double[] boxes;
+  private final long[] grids;
+  private final int[] fencePolygons;
+  private final int[] polygonRings;
+  private final int[] ringStarts;
+  private final int[] tenantOf;
+  private final int[] idStarts;
+  private final int[] table;
+  private final byte[] flags;
+  private final byte[] ids;
+  private final String[] tenants;
+  /** The coordinates, of this segment alone or from an arena's chunk; {@link #ringStarts} index them. */
+  private final double[] xy;
+  private final int vertexCount;
+  private final int live;
+  private final long checksum;
+
+  private FenceSegment(ByteBuffer in, CoordinateArena arena) {
+    int n = in.getInt();
+    int polygons = in.getInt();
+    int rings = in.getInt();
+    int vertices = in.getInt();
+    int idBytes = in.getInt();
+    int tenantCount = in.getInt();
+    int tableSize = in.getInt();
+    live = in.getInt();
+    checksum = in.getLong();
+    seqs = longs(in, n);
+    lsns = longs(in, n);
+    times = longs(in, n);
+    boxes = doubles(in, 4 * n);
+    grids = longs(in, n * CoverageGrid.COARSE_WORDS);
+    fencePolygons = ints(in, n + 1);
+    polygonRings = ints(in, polygons + 1);
+    ringStarts = ints(in, rings + 1);
+    tenantOf = ints(in, n);
+    idStarts = ints(in, n + 1);
+    table = ints(in, tableSize);
+    flags = new byte[n];
+    in.get(flags);
+    ids = new byte[idBytes];
+    in.get(ids);
+    tenants = new String[tenantCount];
+    for (int t = 0; t < tenantCount; t++) {
+      byte[] name = new byte[in.getInt()];
+      in.get(name);
+      tenants[t] = new String(name, StandardCharsets.UTF_8);
+    }
+    if (in.remaining() != 16L * vertices) {
+      throw new IllegalArgumentException("fence segment has " + in.remaining() + " bytes for " + vertices + " vertices");
+    }
+    checkOffsets(n, polygons, rings, vertices, idBytes, tenantCount);
+    vertexCount = vertices;
+    if (arena == null) {
+      xy = doubles(in, 2 * vertices);
+    } else {
+      xy = arena.take(2 * vertices);
+      int offset = arena.lastOffset();
+      in.asDoubleBuffer().get(xy, offset, 2 * vertices);
+      for (int r = 0; r <= rings; r++) {
+        ringStarts[r] += offset / 2;
+      }
+    }
+  }
+
+  /**
+   * Reads a segment.
+   *
+   * @throws IllegalArgumentException if the bytes are of another format, damaged (their CRC-32C
+   *     differs) or inconsistent
+   */
+  public static FenceSegment read(byte[] bytes) {
+    return read(bytes, null);
+  }
+
+  /**
+   * Reads a segment, its coordinates into the arena (null: an array of its own).
+   *
+   * @throws IllegalArgumentException if the bytes are of another format, damaged (their CRC-32C
+   *     differs) or inconsistent
+   */
+  public static FenceSegment read(byte[] bytes, CoordinateArena arena) {
+    if (bytes.length < HEADER) {
+      throw new IllegalArgumentException("fence segment of " + bytes.length + " bytes is shorter than its header");
+    }
+    if (bytes[0] != FORMAT_VERSION) {
+      throw new IllegalArgumentException("fence segment of format " + bytes[0] + ", this release reads " + FORMAT_VERSION);
+    }
+    ByteBuffer in = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
+    CRC32C crc = new CRC32C();
+    crc.update(bytes, 8, bytes.length - 8);
+    if ((int) crc.getValue() != in.getInt(4)) {
+      throw new IllegalArgumentException("fence segment is damaged: its CRC-32C does not match its bytes");
+    }
+    in.position(8);
+    try {
+      return new FenceSegment(in, arena);
+    } catch (RuntimeException inconsistent) {
+      throw new IllegalArgumentException("fence segment is inconsistent: " + inconsistent.getMessage(), inconsistent);
+    }
+  }
+
+  /**
+   * Writes these fences (live, tombstones, refused) as a segment: its bytes, for one keyed state
+   * value.
+   */
+  public static byte[] write(Map<String, StoredFence> fences) {
+    TreeMap<String, StoredFence> sorted = new TreeMap<>(fences);
+    int n = sorted.size();
+    List<byte[]> idList = new ArrayList<>(n);
+    Map<String, Integer> tenantCodes = new HashMap<>();
+    List<byte[]> tenantNames = new ArrayList<>();
+    int polygons = 0;
+    int rings = 0;
+    int vertices = 0;
+    int idBytes = 0;
+    int tenantBytes = 0;
+    for (Map.Entry<String, StoredFence> fence : sorted.entrySet()) {
+      byte[] id = fence.getKey().getBytes(StandardCharsets.UTF_8);
+      idList.add(id);
+      idBytes += id.length;
+      FenceGeometry g = fence.getValue().geometry();
+      if (g != null) {
+        polygons += g.polygonCount();
+        rings += g.ringCount();
+        vertices += g.vertexCount();
+      }
+      String tenant = fence.getValue().tenant();
+      if (tenant != null && !tenantCodes.containsKey(tenant)) {
+        tenantCodes.put(tenant, tenantNames.size());
+        byte[] name = tenant.getBytes(StandardCharsets.UTF_8);
+        tenantNames.add(name);
+        tenantBytes += 4 + name.length;
+      }
+    }
+    int tableSize = tableSize(n);
+    long size = HEADER + 8L * (3 * n + 4 * n + (long) n * CoverageGrid.COARSE_WORDS)
+        + 4L * ((n + 1) + (polygons + 1) + (rings + 1) + n + (n + 1) + tableSize)
+        + n + idBytes + tenantBytes + 16L * vertices;
+    if (size > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException("a segment of " + n + " fences would take " + size + " bytes");
+    }
+    ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
+    out.put(FORMAT_VERSION).put((byte) 0).put((byte) 0).put((byte) 0).putInt(0);
+    out.putInt(n).putInt(polygons).putInt(rings).putInt(vertices).putInt(idBytes).putInt(tenantNames.size()).putInt(tableSize);
+    int live = 0;
+    long checksum = 0;
+    for (Map.Entry<String, StoredFence> fence : sorted.entrySet()) {
+      if (!fence.getValue().deleted()) {
+        live++;
+        checksum ^= FenceChecksum.hash(fence.getKey(), fence.getValue().seq());
+      }
+    }
+    out.putInt(live).putLong(checksum);
+    List<StoredFence> stored = new ArrayList<>(sorted.values());
+    stored.forEach(f -> out.putLong(f.seq()));
+    stored.forEach(f -> out.putLong(f.commitLsn()));
+    stored.forEach(f -> out.putLong(f.commitTime()));
+    for (StoredFence f : stored) {
+      FenceGeometry g = f.geometry();
+      if (g == null) {
+        out.putDouble(Double.POSITIVE_INFINITY).putDouble(Double.POSITIVE_INFINITY)
+            .putDouble(Double.NEGATIVE_INFINITY).putDouble(Double.NEGATIVE_INFINITY);
+      } else {
+        out.putDouble(g.minX()).putDouble(g.minY()).putDouble(g.maxX()).putDouble(g.maxY());
+      }
+    }
+    long[] grid = new long[CoverageGrid.COARSE_WORDS];
+    for (StoredFence f : stored) {
+      FenceGeometry g = f.geometry();
+      Arrays.fill(grid, 0L);
+      // Zeros send every point to the kernel: a small fence gains nothing from a grid.
+      if (g != null && g.vertexCount() >= CoverageGrid.MIN_VERTICES) {
+        CoverageGrid.build(g, g.minX(), g.minY(), g.maxX(), g.maxY(), CoverageGrid.COARSE, grid, 0);
+      }
+      for (long word : grid) {
+        out.putLong(word);
+      }
+    }
+    int polygon = 0;
+    for (StoredFence f : stored) {
+      out.putInt(polygon);
+      polygon += f.geometry() == null ? 0 : f.geometry().polygonCount();
+    }
+    out.putInt(polygon);
+    int ring = 0;
+    for (StoredFence f : stored) {
+      if (f.geometry() != null) {
+        int[] starts = f.geometry().polygonStarts();
+        for (int p = 0; p < starts.length - 1; p++) {
+          out.putInt(ring + starts[p]);
+        }
+        ring += f.geometry().ringCount();
+      }
+    }
+    out.putInt(ring);
+    int vertex = 0;
+    for (StoredFence f : stored) {
+      if (f.geometry() != null) {
+        int[] starts = f.geometry().ringStarts();
+        for (int r = 0; r < starts.length - 1; r++) {
+          out.putInt(vertex + starts[r]);
+        }
+        vertex += f.geometry().vertexCount();
+      }
+    }
+    out.putInt(vertex);
+    stored.forEach(f -> out.putInt(f.tenant() == null ? -1 : tenantCodes.get(f.tenant())));
+    int idStart = 0;
+    for (byte[] id : idList) {
+      out.putInt(idStart);
+      idStart += id.length;
+    }
+    out.putInt(idStart);
+    int[] table = new int[tableSize];
+    for (int i = 0; i < n; i++) {
+      int slot = hash(idList.get(i), 0, idList.get(i).length) & (tableSize - 1);
+      while (table[slot] != 0) {
+        slot = (slot + 1) & (tableSize - 1);
+      }
+      table[slot] = i + 1;
+    }
+    for (int t : table) {
+      out.putInt(t);
+    }
+    stored.forEach(f -> out.put((byte) ((f.deleted() ? DELETED : 0) | (f.geometry() != null ? HAS_GEOMETRY : 0))));
+    idList.forEach(out::put);
+    for (byte[] name : tenantNames) {
+      out.putInt(name.length).put(name);
+    }
+    for (StoredFence f : stored) {
+      if (f.geometry() != null) {
+        for (double c : f.geometry().coordinates()) {
+          out.putDouble(c);
+        }
+      }
+    }
+    byte[] bytes = out.array();
+    CRC32C crc = new CRC32C();
+    crc.update(bytes, 8, bytes.length - 8);
+    ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN).putInt(4, (int) crc.getValue());
+    return bytes;
+  }
+
+  /** Fences held: live, tombstones and refused. */
+  public int size() {
+    return seqs.length;
+  }
+
+  /** Vertices of all geometries held, each ring's closing vertex included. */
+  public int vertexCount() {
+    return vertexCount;
+  }
+
+  /** Live fences (refused included: they exist at the source), as the bucket's fingerprint counts them. */
+  public int liveCount() {
+    return live;
+  }
+
+  /** The XOR of {@link FenceChecksum#hash} over the live fences: this segment's share of its bucket's checksum. */
+  public long checksum() {
+    return checksum;
+  }
+
+  /** The position of the fence, or -1 if this segment holds none of that id. */
+  public int positionOf(String fenceId) {
+    byte[] id = fenceId.getBytes(StandardCharsets.UTF_8);
+    int mask = table.length - 1;
+    for (int slot = hash(id, 0, id.length) & mask; table[slot] != 0; slot = (slot + 1) & mask) {
+      int i = table[slot] - 1;
+      if (Arrays.equals(ids, idStarts[i], idStarts[i + 1], id, 0, id.length)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  public String id(int i) {
+    return new String(ids, idStarts[i], idStarts[i + 1] - idStarts[i], StandardCharsets.UTF_8);
+  }
+
+  public long seq(int i) {
+    return seqs[i];
+  }
+
+  public boolean deleted(int i) {
+    return (flags[i] & DELETED) != 0;
+  }
+
+  public boolean hasGeometry(int i) {
+    return (flags[i] & HAS_GEOMETRY) != 0;
+  }
+
+  public String tenant(int i) {
+    return tenantOf[i] < 0 ? null : tenants[tenantOf[i]];
+  }
+
+  public long commitLsn(int i) {
+    return lsns[i];
+  }
+
+  public long commitTime(int i) {
+    return times[i];
+  }
+
+  /** Fence {@code i}'s box into {@code bounds[4 at ...]}: minX, minY, maxX, maxY. */
+  public void box(int i, double[] bounds, int at) {
+    System.arraycopy(boxes, 4 * i, bounds, 4 * at, 4);
+  }
+
+  /** Fence {@code i}'s coarse coverage grid over its box into {@code grid[at ...]}, for a caller keeping it beside the box. */
+  public void grid(int i, long[] grid, int at) {
+    System.arraycopy(grids, i * CoverageGrid.COARSE_WORDS, grid, at, CoverageGrid.COARSE_WORDS);
+  }
+
+  /** Whether fence {@code i} covers the point, by the exact kernel alone: for a caller whose copy of the grid left it open. */
+  public boolean coversExactly(int i, double px, double py) {
+    return PointInFence.coversRings(xy, ringStarts, polygonRings[fencePolygons[i]], polygonRings[fencePolygons[i + 1]], px, py);
+  }
+
+  /**
+   * Whether fence {@code i} covers the point, read in place: its box, its coarse grid, then the
+   * exact kernel over its rings. False for a fence without a geometry.
+   */
+  public boolean covers(int i, double px, double py) {
+    int b = 4 * i;
+    if (px < boxes[b] || px > boxes[b + 2] || py < boxes[b + 1] || py > boxes[b + 3]) {
+      return false;
+    }
+    long mark = CoverageGrid.lookup(grids, i * CoverageGrid.COARSE_WORDS, CoverageGrid.COARSE,
+        boxes[b], boxes[b + 1], boxes[b + 2], boxes[b + 3], px, py);
+    return mark != 0 ? mark == CoverageGrid.INSIDE : coversExactly(i, px, py);
+  }
+
+  /** Fence {@code i} as the rest of the ledger keeps a version: an object graph, made on request. */
+  public StoredFence stored(int i) {
+    FenceGeometry geometry = null;
+    if (hasGeometry(i)) {
+      int firstPolygon = fencePolygons[i];
+      int endPolygon = fencePolygons[i + 1];
+      int firstRing = polygonRings[firstPolygon];
+      int endRing = polygonRings[endPolygon];
+      int firstVertex = ringStarts[firstRing];
+      int[] polygonStarts = new int[endPolygon - firstPolygon + 1];
+      for (int p = 0; p < polygonStarts.length; p++) {
+        polygonStarts[p] = polygonRings[firstPolygon + p] - firstRing;
+      }
+      int[] rings = new int[endRing - firstRing + 1];
+      for (int r = 0; r < rings.length; r++) {
+        rings[r] = ringStarts[firstRing + r] - firstVertex;
+      }
+      double[] coordinates = Arrays.copyOfRange(xy, 2 * firstVertex, 2 * ringStarts[endRing]);
+      geometry = FenceGeometry.ofOwnedArrays(coordinates, rings, polygonStarts);
+    }
+    return new StoredFence(seqs[i], deleted(i), geometry, tenant(i), lsns[i], times[i]);
+  }
+
+  private void checkOffsets(int n, int polygons, int rings, int vertices, int idBytes, int tenantCount) {
+    checkRising("fence polygon", fencePolygons, polygons);
+    checkRising("polygon ring", polygonRings, rings);
+    checkRising("ring vertex", ringStarts, vertices);
+    checkRising("id", idStarts, idBytes);
+    if (Integer.bitCount(table.length) != 1 || table.length < n) {
+      throw new IllegalArgumentException("id table of " + table.length + " slots for " + n + " fences");
+    }
+    for (int i = 0; i < n; i++) {
+      if (tenantOf[i] < -1 || tenantOf[i] >= tenantCount) {
+        throw new IllegalArgumentException("fence " + i + " names tenant " + tenantOf[i] + " of " + tenantCount);
+      }
+      if (hasGeometry(i) == (fencePolygons[i + 1] == fencePolygons[i])) {
+        throw new IllegalArgumentException("fence " + i + "'s flags disagree with its polygons");
+      }
+    }
+    for (int p = 0; p < polygons; p++) {
+      if (polygonRings[p + 1] == polygonRings[p]) {
+        throw new IllegalArgumentException("polygon " + p + " has no shell");
+      }
+    }
+    for (int r = 0; r < rings; r++) {
+      if (ringStarts[r + 1] - ringStarts[r] < 4) {
+        throw new IllegalArgumentException("ring " + r + " has fewer than 4 vertices");
+      }
+    }
+  }
+
+  private static void checkRising(String what, int[] starts, int end) {
+    if (starts[0] != 0 || starts[starts.length - 1] != end) {
+      throw new IllegalArgumentException(what + " offsets do not span 0.." + end);
+    }
+    for (int i = 1; i < starts.length; i++) {
+      if (starts[i] < starts[i - 1]) {
+        throw new IllegalArgumentException(what + " offsets fall at " + i);
+      }
+    }
+  }
+
+  /** Twice the fences, rounded up to a power of two: probes stay short. */
+  private static int tableSize(int n) {
+    return Math.max(2, Integer.highestOneBit(Math.max(1, 2 * n - 1)) << 1);
+  }
+
+  /** FNV-1a over the id's UTF-8 bytes, mixed so that the low bits spread. */
+  private static int hash(byte[] bytes, int from, int to) {
+    int h = 0x811c9dc5;
+    for (int i = from; i < to; i++) {
+      h = (h ^ (bytes[i] & 0xff)) * 0x01000193;
+    }
+    return h ^ (h >>> 16);
+  }
+
+  private static long[] longs(ByteBuffer in, int count) {
+    long[] values = new long[count];
+    in.asLongBuffer().get(values);
+    in.position(in.position() + 8 * count);
+    return values;
+  }
+
+  private static double[] doubles(ByteBuffer in, int count) {
+    double[] values = new double[count];
+    in.asDoubleBuffer().get(values);
+    in.position(in.position() + 8 * count);
+    return values;
+  }
+
+  private static int[] ints(ByteBuffer in, int count) {
+    int[] values = new int[count];
+    in.asIntBuffer().get(values);
+    in.position(in.position() + 4 * count);
+    return values;
+  }
+}

@@ -1,0 +1,162 @@
+package dev.geofence.state.segment;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.FenceGeometryReader;
+import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.shape.Shapes;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+import org.locationtech.jts.geom.Coordinate;
+import org.locationtech.jts.geom.Geometry;
+import org.locationtech.jts.geom.GeometryFactory;
+import org.locationtech.jts.geom.prep.PreparedGeometry;
+import org.locationtech.jts.geom.prep.PreparedGeometryFactory;
+import org.locationtech.jts.geom.util.GeometryFixer;
+import org.locationtech.jts.io.WKBWriter;
+
+/**
+ * A segment read back holds exactly the fences written (against the stored versions themselves),
+ * answers containment in place as JTS {@code covers} does on generated shapes of every kind, and
+ * refuses damaged bytes rather than misreading them.
+ */
+class FenceSegmentTest {
+
+  private final GeometryFactory factory = new GeometryFactory();
+  private final FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
+
+  @Test
+  void readsBackEveryFenceAsWrittenAndFindsItById() throws Exception {
+    Map<String, StoredFence> fences = fences(new Shapes(factory, 20261205L), 1_500, new HashMap<>());
+    FenceSegment segment = FenceSegment.read(FenceSegment.write(fences));
+
+    assertThat(segment.size()).isEqualTo(fences.size());
+    FenceChecksum expected = new FenceChecksum();
+    fences.forEach((id, f) -> {
+      if (!f.deleted()) {
+        expected.add(id, f.seq());
+      }
+    });
+    assertThat(segment.liveCount()).isEqualTo(expected.count());
+    assertThat(segment.checksum()).isEqualTo(expected.checksum());
+    Map<String, StoredFence> read = new HashMap<>();
+    for (int i = 0; i < segment.size(); i++) {
+      assertThat(segment.positionOf(segment.id(i))).isEqualTo(i);
+      read.put(segment.id(i), segment.stored(i));
+    }
+    assertThat(read).isEqualTo(fences);
+    assertThat(segment.positionOf("no such fence")).isEqualTo(-1);
+    // Behind another segment in a shared arena: its rings point past the other's coordinates.
+    CoordinateArena arena = new CoordinateArena();
+    FenceSegment.read(FenceSegment.write(fences(new Shapes(factory, 1L), 50, new HashMap<>())), arena);
+    FenceSegment second = FenceSegment.read(FenceSegment.write(fences), arena);
+    Map<String, StoredFence> readFromArena = new HashMap<>();
+    for (int i = 0; i < second.size(); i++) {
+      readFromArena.put(second.id(i), second.stored(i));
+    }
+    assertThat(readFromArena).isEqualTo(fences);
+    assertThat(segment.positionOf("f-1\u00e9")).isGreaterThanOrEqualTo(0);
+  }
+
+  @Test
+  void equalContentsGiveEqualBytesWhateverTheOrderGiven() throws Exception {
+    Map<String, StoredFence> fences = fences(new Shapes(factory, 7L), 200, new HashMap<>());
+    List<String> ids = new ArrayList<>(fences.keySet());
+    Collections.shuffle(ids, new java.util.Random(3));
+    Map<String, StoredFence> shuffled = new LinkedHashMap<>();
+    ids.forEach(id -> shuffled.put(id, fences.get(id)));
+    assertThat(FenceSegment.write(shuffled)).isEqualTo(FenceSegment.write(fences));
+  }
+
+  @Test
+  void coversInPlaceAsJtsDoes() throws Exception {
+    Shapes shapes = new Shapes(factory, 20261206L);
+    Map<String, Geometry> oracleShapes = new HashMap<>();
+    Map<String, StoredFence> fences = fences(shapes, 3_000, oracleShapes);
+    CoordinateArena arena = new CoordinateArena();
+    FenceSegment.read(FenceSegment.write(fences(new Shapes(factory, 2L), 50, new HashMap<>())), arena);
+    FenceSegment segment = FenceSegment.read(FenceSegment.write(fences), arena);
+    List<String> differences = new ArrayList<>();
+    int pairs = 0;
+    int covered = 0;
+    for (int i = 0; i < segment.size(); i++) {
+      Geometry shape = oracleShapes.get(segment.id(i));
+      if (shape == null) {
+        continue;
+      }
+      PreparedGeometry oracle = PreparedGeometryFactory.prepare(shape);
+      for (Coordinate p : shapes.probes(shape, 8)) {
+        boolean expected = oracle.covers(factory.createPoint(p));
+        covered += expected ? 1 : 0;
+        pairs++;
+        if (segment.covers(i, p.x, p.y) != expected && differences.size() < 20) {
+          differences.add(shape + " POINT (" + p.x + " " + p.y + ") expected " + expected);
+        }
+      }
+    }
+    assertThat(differences).as("differences from JTS covers").isEmpty();
+    assertThat(pairs).isGreaterThan(20_000);
+    assertThat(covered).isBetween(pairs / 5, pairs * 4 / 5);
+  }
+
+  @Test
+  void refusesDamagedBytesAndOtherFormats() throws Exception {
+    byte[] bytes = FenceSegment.write(fences(new Shapes(factory, 11L), 100, new HashMap<>()));
+    SplittableRandom random = new SplittableRandom(5);
+    for (int k = 0; k < 50; k++) {
+      byte[] damaged = bytes.clone();
+      int at = 4 + random.nextInt(bytes.length - 4);
+      damaged[at] ^= (byte) (1 << random.nextInt(8));
+      assertThatThrownBy(() -> FenceSegment.read(damaged)).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("damaged");
+    }
+    byte[] otherFormat = bytes.clone();
+    otherFormat[0] = 2;
+    assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 2");
+    assertThatThrownBy(() -> FenceSegment.read(new byte[3])).hasMessageContaining("shorter than its header");
+    assertThat(FenceSegment.read(FenceSegment.write(Map.of())).size()).isZero();
+  }
+
+  /** Live fences of every kind, a tenth tombstones, a twentieth refused (no geometry), three tenants and none. */
+  private Map<String, StoredFence> fences(Shapes shapes, int count, Map<String, Geometry> oracle) throws Exception {
+    Map<String, StoredFence> fences = new HashMap<>();
+    Shapes.Kind[] kinds = Shapes.Kind.values();
+    for (int i = 0; i < count; i++) {
+      String id = i == 1 ? "f-1\u00e9" : "f-" + i;
+      long seq = 1 + shapes.random().nextInt(1_000);
+      String tenant = i % 4 == 3 ? null : "tenant-" + (i % 3);
+      long lsn = shapes.random().nextLong(1L << 40);
+      long time = 1_700_000_000_000L + i;
+      if (i % 10 == 9) {
+        fences.put(id, new StoredFence(seq, true, null, tenant, lsn, time));
+        continue;
+      }
+      if (i % 20 == 4) {
+        fences.put(id, new StoredFence(seq, false, null, tenant, lsn, time));
+        continue;
+      }
+      Geometry shape = shapes.of(kinds[i % kinds.length], -170 + shapes.random().nextDouble() * 340,
+          -80 + shapes.random().nextDouble() * 160, Math.pow(10, -4 + 4 * shapes.random().nextDouble()));
+      if (!shape.isValid()) {
+        shape = GeometryFixer.fix(shape);
+        if (shape.isEmpty()) {
+          continue;
+        }
+      }
+      FenceGeometry geometry = reader.readWkb(new WKBWriter().write(shape)).geometry();
+      oracle.put(id, shape);
+      fences.put(id, new StoredFence(seq, false, geometry, tenant, lsn, time));
+    }
+    return fences;
+  }
+}
