@@ -5,10 +5,8 @@ import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.edit.FenceSet;
-import dev.geofence.state.geom.CoverageGrid;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
-import dev.geofence.state.index.PackedRTree;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
@@ -40,7 +38,7 @@ import org.rocksdb.WriteOptions;
 /**
  * Today's layout of the fence index's keyed state (one RocksDB entry per fence, decoded into a
  * {@link StoredFence} and applied to a {@link FenceSet}) against the segment layout (one {@link
- * FenceSegment} per bucket, read in place by a packed tree over its stored boxes), on the same
+ * FenceSegment} per bucket, which the {@link FenceIndex} reads in place), on the same
  * fences in the same RocksDB settings as the job's (uncompressed, 64 KB blocks), restored by two
  * threads as two subtasks would: what issue 36 asks to measure before the layout is adopted.
  *
@@ -124,7 +122,7 @@ public final class SegmentBenchmark {
           today.write(writeOptions, batch);
         }
         long start = System.nanoTime();
-        byte[] segment = FenceSegment.write(buckets.get(b));
+        byte[] segment = StoredFence.segment(buckets.get(b));
         segmentNanos += System.nanoTime() - start;
         segmentBytes += segment.length;
         segments.put(writeOptions, bucketKey(b), segment);
@@ -243,12 +241,12 @@ public final class SegmentBenchmark {
     };
   }
 
-  /** The segment layout's restore: a value per bucket, read in place; a packed tree over the stored boxes. */
+  /** The segment layout's restore: a value per bucket, read in place by the index. */
   private static Restored segments(RocksDB db, int subtask) throws Exception {
-    List<FenceSegment> read = new ArrayList<>();
-    long[] checksums = new long[FenceBuckets.COUNT];
-    int total = 0;
+    FenceIndex index = new FenceIndex();
     CoordinateArena arena = new CoordinateArena();
+    long[] checksums = new long[FenceBuckets.COUNT];
+    long vertices = 0;
     long getNanos = 0;
     long readNanos = 0;
     long t0 = System.nanoTime();
@@ -261,60 +259,20 @@ public final class SegmentBenchmark {
         FenceSegment segment = FenceSegment.read(value, arena);
         readNanos += System.nanoTime() - t;
         checksums[b] = segment.checksum();
-        read.add(segment);
-        total += segment.size();
+        vertices += segment.vertexCount();
+        index.load(b, segment);
       }
-    }
-    double[] bounds = new double[4 * total];
-    int[] segmentOf = new int[total];
-    int[] positionIn = new int[total];
-    long vertices = 0;
-    int n = 0;
-    for (int s = 0; s < read.size(); s++) {
-      FenceSegment segment = read.get(s);
-      for (int i = 0; i < segment.size(); i++) {
-        if (segment.hasGeometry(i) && !segment.deleted(i)) {
-          segment.box(i, bounds, n);
-          segmentOf[n] = s;
-          positionIn[n++] = i;
-        }
-      }
-      vertices += segment.vertexCount();
     }
     long t1 = System.nanoTime();
-    PackedRTree tree = PackedRTree.pack(bounds, n, PackedRTree.DEFAULT_NODE_SIZE, PackedRTree.DEFAULT_PACKING);
-    System.out.printf("subtask%d_get_s=%.2f%nsubtask%d_decode_s=%.2f%nsubtask%d_boxes_s=%.2f%nsubtask%d_pack_s=%.2f%n",
+    index.prepareForQuery();
+    System.out.printf("subtask%d_get_s=%.2f%nsubtask%d_decode_s=%.2f%nsubtask%d_load_s=%.2f%nsubtask%d_pack_s=%.2f%n",
         subtask, getNanos / 1e9, subtask, readNanos / 1e9, subtask, (t1 - t0 - getNanos - readNanos) / 1e9, subtask,
         (System.nanoTime() - t1) / 1e9);
-    // Leaf order, and each leaf's box beside its coarse grid in one record, as FenceIndex keeps
-    // them: a query reads the leaves' records sequentially and the coordinates in place.
-    FenceSegment[] leafSegment = new FenceSegment[n];
-    int[] leafPosition = new int[n];
-    double[] leafBoxes = new double[4 * n];
-    long[] leafGrids = new long[n * CoverageGrid.COARSE_WORDS];
-    for (int pos = 0; pos < n; pos++) {
-      int item = tree.itemAt(pos);
-      FenceSegment segment = read.get(segmentOf[item]);
-      leafSegment[pos] = segment;
-      leafPosition[pos] = positionIn[item];
-      System.arraycopy(bounds, 4 * item, leafBoxes, 4 * pos, 4);
-      segment.grid(positionIn[item], leafGrids, pos * CoverageGrid.COARSE_WORDS);
-    }
     long kept = vertices;
     return new Restored() {
       @Override
       public void covering(double x, double y, ObjIntConsumer<String> hits, int point) {
-        tree.search(x, y, pos -> {
-          int b = 4 * pos;
-          if (x < leafBoxes[b] || x > leafBoxes[b + 2] || y < leafBoxes[b + 1] || y > leafBoxes[b + 3]) {
-            return;
-          }
-          long mark = CoverageGrid.lookup(leafGrids, pos * CoverageGrid.COARSE_WORDS, CoverageGrid.COARSE,
-              leafBoxes[b], leafBoxes[b + 1], leafBoxes[b + 2], leafBoxes[b + 3], x, y);
-          if (mark == CoverageGrid.INSIDE || (mark == 0 && leafSegment[pos].coversExactly(leafPosition[pos], x, y))) {
-            hits.accept(leafSegment[pos].id(leafPosition[pos]), point);
-          }
-        });
+        index.forEachCovering(x, y, null, id -> hits.accept(id, point));
       }
 
       @Override

@@ -1,6 +1,8 @@
 package dev.geofence.state.edit;
 
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -20,12 +22,21 @@ import java.util.Objects;
  * a late upsert cannot resurrect a deleted fence. Applying any redelivery, duplication or
  * per-fence-ordered interleaving of a stream therefore leaves the same state as applying it once.
  *
+ * <p>A restore may {@link #load} whole buckets as {@link FenceSegment}s: their fences' versions
+ * are then read from the segment until an edit stores a newer one here, so a restored fence costs
+ * no object.
+ *
  * <p>Not thread-safe: one operator thread owns it.
  */
 public final class FenceSet {
 
-  /** Stored seq per fence; negated for a tombstone (seqs start at 1, so the sign is free). */
+  /**
+   * Stored seq per fence edited since the buckets were loaded (or of every fence, when none was);
+   * negated for a tombstone (seqs start at 1, so the sign is free).
+   */
   private final Map<String, Long> versions = new HashMap<>();
+  /** The buckets loaded as segments: the versions of their fences not edited since. */
+  private final Map<Integer, FenceSegment> segments = new HashMap<>();
   private final FenceIndex index;
   private long live;
 
@@ -39,6 +50,21 @@ public final class FenceSet {
     this.index = Objects.requireNonNull(index);
   }
 
+  /**
+   * Takes a bucket's stored fences as a segment, read in place: its tombstones keep their seqs,
+   * its live fences count, and the index reads their geometries. Each bucket once, before edits
+   * of its fences.
+   *
+   * @throws IllegalStateException if the bucket was loaded before
+   */
+  public void load(int bucket, FenceSegment segment) {
+    if (segments.putIfAbsent(bucket, segment) != null) {
+      throw new IllegalStateException("bucket " + bucket + " was loaded before");
+    }
+    index.load(bucket, segment);
+    live += segment.liveCount();
+  }
+
   public EditOutcome apply(FenceEdit edit) {
     return apply(CoalescedEdit.of(edit));
   }
@@ -47,7 +73,7 @@ public final class FenceSet {
     coalescedAway += coalesced.coalescedAway();
     FenceEdit edit = coalesced.latest();
     String id = edit.fenceId();
-    Long stored = versions.get(id);
+    Long stored = stored(id);
     long storedSeq = stored == null ? 0 : Math.abs(stored);
     EditOutcome outcome = classify(storedSeq, coalesced);
     switch (outcome) {
@@ -100,15 +126,26 @@ public final class FenceSet {
     return EditOutcome.GAP;
   }
 
+  /** The stored seq, negated for a tombstone; null for a fence never seen. */
+  private Long stored(String id) {
+    Long stored = versions.get(id);
+    if (stored != null || segments.isEmpty()) {
+      return stored;
+    }
+    FenceSegment segment = segments.get(FenceBuckets.of(id));
+    int i = segment == null ? -1 : segment.positionOf(id);
+    return i < 0 ? null : segment.deleted(i) ? -segment.seq(i) : segment.seq(i);
+  }
+
   /** The stored seq of the fence (live or tombstone), 0 if never seen. */
   public long seqOf(String id) {
-    Long stored = versions.get(id);
+    Long stored = stored(id);
     return stored == null ? 0 : Math.abs(stored);
   }
 
   /** Whether the fence exists at the source as far as this set knows (seen, and not deleted). */
   public boolean isLive(String id) {
-    Long stored = versions.get(id);
+    Long stored = stored(id);
     return stored != null && stored > 0;
   }
 
@@ -120,6 +157,16 @@ public final class FenceSet {
         ids.add(id);
       }
     });
+    for (FenceSegment segment : segments.values()) {
+      for (int i = 0; i < segment.size(); i++) {
+        if (!segment.deleted(i)) {
+          String id = segment.id(i);
+          if (!versions.containsKey(id)) {
+            ids.add(id);
+          }
+        }
+      }
+    }
     return ids;
   }
 

@@ -167,6 +167,14 @@ public final class FenceGeometry {
     }
   }
 
+  /**
+   * Whether a fence of this many vertices is big: it builds edge bands and a grid finer than the
+   * coarse one on its first query, which only a fence held as an object of its own can keep.
+   */
+  public static boolean isBig(int vertexCount) {
+    return vertexCount >= EdgeBands.MIN_VERTICES;
+  }
+
   /** Whether the point lies inside or on the boundary of this fence (PostGIS {@code ST_Covers}). */
   public boolean covers(double x, double y) {
     return PointInFence.covers(this, x, y, true);
@@ -178,7 +186,7 @@ public final class FenceGeometry {
    * own grid unless the fence is big enough for a finer one.
    */
   public boolean coversNearBoundary(double x, double y) {
-    return PointInFence.covers(this, x, y, vertexCount() >= EdgeBands.MIN_VERTICES);
+    return PointInFence.covers(this, x, y, isBig(vertexCount()));
   }
 
   /**
@@ -275,7 +283,7 @@ public final class FenceGeometry {
   /** The edge bands of a big fence, built on first use; null for a smaller one. */
   EdgeBands edgeBands() {
     EdgeBands bands = edgeBands;
-    if (bands == null && vertexCount() >= EdgeBands.MIN_VERTICES) {
+    if (bands == null && isBig(vertexCount())) {
       bands = EdgeBands.build(this);
       edgeBands = bands;
     }

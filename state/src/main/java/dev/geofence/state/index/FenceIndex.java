@@ -1,7 +1,10 @@
 package dev.geofence.state.index;
 
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.CoverageGrid;
 import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.OutwardFloats;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -40,6 +43,12 @@ import java.util.function.Consumer;
  * points' order. (Sorting a batch along a Hilbert curve first was measured and dropped: on
  * uniformly spread points it cost more than it saved, since the stages already reuse whatever the
  * batch's points share.)
+ *
+ * <p>A restore hands it whole buckets as {@link FenceSegment}s ({@link #load}): their fences take
+ * slots that read the segment in place (box and grid copied into the record, coordinates, id and
+ * tenant read from the segment when asked), so a million restored fences cost no object each. An
+ * upsert or delete of such a fence retires its slot as any other's; lookups by id ask the bucket's
+ * segment after the fences upserted since.
  *
  * <p>Not thread-safe: queries repack, fill records and reuse work buffers, so edits and queries
  * must come from one thread (a Flink operator's), and a consumer must not call back into the
@@ -80,11 +89,20 @@ public final class FenceIndex {
   private final int minOverlay;
   private final PackedRTree.Packing packing;
 
+  /** Each slot's fence id; null for a slot read from a segment. */
   private String[] ids = new String[16];
+  /** Each live slot's geometry, or null: retired, or read from a segment. */
   private FenceGeometry[] geometries = new FenceGeometry[16];
+  /** The segment a live slot reads in place, and its position there; null otherwise. */
+  private Loaded[] slotSegments = new Loaded[16];
+  private int[] slotPositions = new int[16];
+  private final Map<Integer, Loaded> loadedByBucket = new HashMap<>();
+  /** Live slots read from segments. */
+  private int loadedLive;
   private int[] slotTenants = new int[16];
   private long[] records = new long[16 * RECORD];
   private int slotCount;
+  /** The slot of each fence indexed as an object (upserted, or too big to read in place). */
   private final Map<String, Integer> slotById = new HashMap<>();
   private int retiredCount;
 
@@ -136,42 +154,118 @@ public final class FenceIndex {
     Objects.requireNonNull(id, "fence id");
     Objects.requireNonNull(geometry, "geometry");
     checkNotQuerying();
-    retire(slotById.get(id));
+    retire(slotOf(id));
+    int slot = newSlot(tenant);
+    ids[slot] = id;
+    geometries[slot] = geometry;
+    writeRecord(slot, geometry);
+    slotById.put(id, slot);
+  }
+
+  /**
+   * Indexes the fences of a bucket's segment that are live and have a geometry, reading them in
+   * place; {@link FenceGeometry#isBig big} ones become objects, which build their own finer grids
+   * and edge bands. None of its fences may be indexed already: a restore
+   * loads each bucket once, before any edit.
+   *
+   * @throws IllegalStateException if the bucket was loaded before
+   */
+  public void load(int bucket, FenceSegment segment) {
+    checkNotQuerying();
+    if (loadedByBucket.containsKey(bucket)) {
+      throw new IllegalStateException("bucket " + bucket + " was loaded before");
+    }
+    Loaded loaded = new Loaded(segment);
+    loadedByBucket.put(bucket, loaded);
+    double[] box = new double[4];
+    for (int i = 0; i < segment.size(); i++) {
+      if (segment.deleted(i) || !segment.hasGeometry(i)) {
+        continue;
+      }
+      if (FenceGeometry.isBig(segment.vertexCount(i))) {
+        upsert(segment.id(i), segment.tenant(i), segment.geometry(i));
+        continue;
+      }
+      int slot = newSlot(segment.tenant(i));
+      slotSegments[slot] = loaded;
+      slotPositions[slot] = i;
+      loaded.slotOf[i] = slot;
+      loadedLive++;
+      segment.box(i, box, 0);
+      int r = slot * RECORD;
+      records[r] = packFloats((float) box[0], (float) box[1]);
+      records[r + 1] = packFloats((float) box[2], (float) box[3]);
+      segment.grid(i, records, r + 2);
+    }
+  }
+
+  /** A slot at the end, its tenant set, to be filled by the caller. */
+  private int newSlot(String tenant) {
     if (slotCount == ids.length) {
       int capacity = Math.max(16, slotCount + (slotCount >> 1));
       ids = Arrays.copyOf(ids, capacity);
       geometries = Arrays.copyOf(geometries, capacity);
+      slotSegments = Arrays.copyOf(slotSegments, capacity);
+      slotPositions = Arrays.copyOf(slotPositions, capacity);
       slotTenants = Arrays.copyOf(slotTenants, capacity);
       records = Arrays.copyOf(records, capacity * RECORD);
     }
     int slot = slotCount++;
-    ids[slot] = id;
-    geometries[slot] = geometry;
     slotTenants[slot] = tenant == null ? NO_TENANT : tenantCodes.computeIfAbsent(tenant, t -> {
       tenantNames.add(t);
       return tenantNames.size();
     });
-    writeRecord(slot, geometry);
-    slotById.put(id, slot);
     overlayStale = true;
+    return slot;
+  }
+
+  /** The live slot of the fence, or -1. */
+  private int slotOf(String id) {
+    Integer slot = slotById.get(id);
+    if (slot != null) {
+      return slot;
+    }
+    if (loadedByBucket.isEmpty()) {
+      return -1;
+    }
+    Loaded loaded = loadedByBucket.get(FenceBuckets.of(id));
+    int position = loaded == null ? -1 : loaded.segment.positionOf(id);
+    return position < 0 ? -1 : loaded.slotOf[position];
+  }
+
+  private boolean live(int slot) {
+    return geometries[slot] != null || slotSegments[slot] != null;
+  }
+
+  private String idOf(int slot) {
+    // The object's id first: a fence of its own costs its hit no other load.
+    String id = ids[slot];
+    return id != null ? id : slotSegments[slot].segment.id(slotPositions[slot]);
   }
 
   /** Removes the fence; returns whether it was indexed. */
   public boolean delete(String id) {
     checkNotQuerying();
-    Integer slot = slotById.remove(id);
+    int slot = slotOf(id);
+    slotById.remove(id);
     retire(slot);
-    return slot != null;
+    return slot >= 0;
   }
 
-  private void retire(Integer slot) {
-    if (slot == null) {
+  private void retire(int slot) {
+    if (slot < 0) {
       return;
     }
     // A retired slot keeps its place in the packed tree until the next repack; its box in the
     // record contains no point, so queries drop it there.
     retiredCount++;
     geometries[slot] = null;
+    Loaded loaded = slotSegments[slot];
+    if (loaded != null) {
+      loaded.slotOf[slotPositions[slot]] = -1;
+      slotSegments[slot] = null;
+      loadedLive--;
+    }
     records[slot * RECORD] = RETIRED_BOX_LOW;
     records[slot * RECORD + 1] = RETIRED_BOX_HIGH;
     if (slot >= packedCount) {
@@ -182,27 +276,31 @@ public final class FenceIndex {
   /** The box rounded outwards to floats, as the trees hold it, and a grid still to be built. */
   private void writeRecord(int slot, FenceGeometry g) {
     int r = slot * RECORD;
-    records[r] = packFloats(PackedRTree.floatBelow(g.minX()), PackedRTree.floatBelow(g.minY()));
-    records[r + 1] = packFloats(PackedRTree.floatAbove(g.maxX()), PackedRTree.floatAbove(g.maxY()));
+    records[r] = packFloats(OutwardFloats.below(g.minX()), OutwardFloats.below(g.minY()));
+    records[r + 1] = packFloats(OutwardFloats.above(g.maxX()), OutwardFloats.above(g.maxY()));
     long unbuilt = g.vertexCount() < CoverageGrid.MIN_VERTICES ? 0 : -1L;
     Arrays.fill(records, r + 2, r + RECORD, unbuilt);
   }
 
-  /** The geometry indexed for the fence, or null. */
+  /** The geometry indexed for the fence, or null; one read from a segment is made on each call. */
   public FenceGeometry get(String id) {
-    Integer slot = slotById.get(id);
-    return slot == null ? null : geometries[slot];
+    int slot = slotOf(id);
+    if (slot < 0) {
+      return null;
+    }
+    Loaded loaded = slotSegments[slot];
+    return loaded == null ? geometries[slot] : loaded.segment.geometry(slotPositions[slot]);
   }
 
   /** The tenant of the fence indexed under {@code id} (null: it has none); null also if no fence is ({@link #get}). */
   public String tenantOf(String id) {
-    Integer slot = slotById.get(id);
-    return slot == null || slotTenants[slot] == NO_TENANT ? null : tenantNames.get(slotTenants[slot] - 1);
+    int slot = slotOf(id);
+    return slot < 0 || slotTenants[slot] == NO_TENANT ? null : tenantNames.get(slotTenants[slot] - 1);
   }
 
   /** Number of fences indexed. */
   public int size() {
-    return slotById.size();
+    return slotById.size() + loadedLive;
   }
 
   /**
@@ -357,22 +455,28 @@ public final class FenceIndex {
     void checkNearBoundary(double[] xs, double[] ys) {
       PointPairs c = nearBoundary;
       FenceGeometry[] g = geometries;
+      Loaded[] s = slotSegments;
+      int[] at = slotPositions;
       for (int from = 0; from < c.size; from += EXACT_CHUNK) {
         int to = Math.min(c.size, from + EXACT_CHUNK);
-        // First the fences' objects (each a chain: slot, object, array header), then all the
-        // lines of their coordinates, so that neither pass waits on one fence at a time.
+        // First the fences' objects (each a chain: slot, object, array header; for a segment's
+        // fence its segment and ring offsets), then all the lines of their coordinates, so that
+        // neither pass waits on one fence at a time.
         long sum = 0;
         for (int k = from; k < to; k++) {
-          sum += g[c.nodes[k]].vertexCount();
+          int slot = c.nodes[k];
+          sum += g[slot] != null ? g[slot].vertexCount() : s[slot].segment.vertexCount(at[slot]);
         }
         for (int k = from; k < to; k++) {
-          sum += g[c.nodes[k]].prefetch();
+          int slot = c.nodes[k];
+          sum += g[slot] != null ? g[slot].prefetch() : s[slot].segment.prefetch(at[slot]);
         }
         touched += sum;
         for (int k = from; k < to; k++) {
           int p = c.points[k];
-          if (g[c.nodes[k]].coversNearBoundary(xs[p], ys[p])) {
-            hits.add(p, c.nodes[k]);
+          int slot = c.nodes[k];
+          if (g[slot] != null ? g[slot].coversNearBoundary(xs[p], ys[p]) : s[slot].segment.coversExactly(at[slot], xs[p], ys[p])) {
+            hits.add(p, slot);
           }
         }
       }
@@ -402,7 +506,7 @@ public final class FenceIndex {
       for (int i = 0; i < n; i++) {
         int to = hitStarts[i];
         for (int k = from; k < to; k++) {
-          consumer.accept(i, ids[hitSlots[k]]);
+          consumer.accept(i, idOf(hitSlots[k]));
         }
         from = to;
       }
@@ -465,12 +569,12 @@ public final class FenceIndex {
 
   /** Packs all live fences into a new tree and renumbers their slots in its leaf order. */
   private void repack() {
-    int live = slotById.size();
-    int[] liveSlots = new int[live];
-    double[] bounds = new double[4 * live];
+    int liveCount = size();
+    int[] liveSlots = new int[liveCount];
+    double[] bounds = new double[4 * liveCount];
     int n = 0;
     for (int slot = 0; slot < slotCount; slot++) {
-      if (geometries[slot] != null) {
+      if (live(slot)) {
         // From the record, one sequential array, rather than from each fence's object.
         readBox(slot, bounds, n);
         liveSlots[n++] = slot;
@@ -481,9 +585,11 @@ public final class FenceIndex {
     for (int pos = 0; pos < n; pos++) {
       positions[tree.itemAt(pos)] = pos;
     }
-    int capacity = Math.max(16, live + (live >> 3));
+    int capacity = Math.max(16, liveCount + (liveCount >> 3));
     String[] newIds = new String[capacity];
     FenceGeometry[] newGeometries = new FenceGeometry[capacity];
+    Loaded[] newSegments = new Loaded[capacity];
+    int[] newPositions = new int[capacity];
     int[] newTenants = new int[capacity];
     long[] newRecords = new long[capacity * RECORD];
     // In the old order, reading sequentially and writing to the new places: scattered writes
@@ -496,10 +602,19 @@ public final class FenceIndex {
       newTenants[pos] = slotTenants[slot];
       // The record moves with its grid, so a repack does not forget the grids already built.
       System.arraycopy(records, slot * RECORD, newRecords, pos * RECORD, RECORD);
-      slotById.put(ids[slot], pos);
+      Loaded loaded = slotSegments[slot];
+      if (loaded == null) {
+        slotById.put(ids[slot], pos);
+      } else {
+        newSegments[pos] = loaded;
+        newPositions[pos] = slotPositions[slot];
+        loaded.slotOf[slotPositions[slot]] = pos;
+      }
     }
     ids = newIds;
     geometries = newGeometries;
+    slotSegments = newSegments;
+    slotPositions = newPositions;
     slotTenants = newTenants;
     records = newRecords;
     slotCount = n;
@@ -516,7 +631,7 @@ public final class FenceIndex {
     double[] bounds = new double[4 * slots.length];
     int n = 0;
     for (int slot = packedCount; slot < slotCount; slot++) {
-      if (geometries[slot] != null) {
+      if (live(slot)) {
         readBox(slot, bounds, n);
         slots[n++] = slot;
       }
@@ -538,6 +653,18 @@ public final class FenceIndex {
     bounds[4 * i + 1] = Float.intBitsToFloat((int) (low >>> 32));
     bounds[4 * i + 2] = Float.intBitsToFloat((int) high);
     bounds[4 * i + 3] = Float.intBitsToFloat((int) (high >>> 32));
+  }
+
+  /** A bucket's segment as loaded, and the slot of each of its positions (-1: none, or retired). */
+  private static final class Loaded {
+    final FenceSegment segment;
+    final int[] slotOf;
+
+    Loaded(FenceSegment segment) {
+      this.segment = segment;
+      this.slotOf = new int[segment.size()];
+      Arrays.fill(slotOf, -1);
+    }
   }
 
   private static long packFloats(float low, float high) {

@@ -1,5 +1,6 @@
 package dev.geofence.state.index;
 
+import dev.geofence.state.geom.OutwardFloats;
 import java.util.Arrays;
 import java.util.function.IntConsumer;
 
@@ -177,10 +178,10 @@ public final class PackedRTree {
     int[] order = packing == Packing.HILBERT ? hilbertOrder(bounds, count) : strOrder(bounds, count, nodeSize);
     for (int pos = 0; pos < count; pos++) {
       int item = order[pos];
-      boxes[4 * pos] = floatBelow(bounds[4 * item]);
-      boxes[4 * pos + 1] = floatBelow(bounds[4 * item + 1]);
-      boxes[4 * pos + 2] = floatAbove(bounds[4 * item + 2]);
-      boxes[4 * pos + 3] = floatAbove(bounds[4 * item + 3]);
+      boxes[4 * pos] = OutwardFloats.below(bounds[4 * item]);
+      boxes[4 * pos + 1] = OutwardFloats.below(bounds[4 * item + 1]);
+      boxes[4 * pos + 2] = OutwardFloats.above(bounds[4 * item + 2]);
+      boxes[4 * pos + 3] = OutwardFloats.above(bounds[4 * item + 3]);
     }
     int parent = count;
     for (int level = 0; level < levels - 1; level++) {
@@ -459,16 +460,6 @@ public final class PackedRTree {
   /** The input item number of the leaf at {@code position}. */
   public int itemAt(int position) {
     return items[position];
-  }
-
-  static float floatBelow(double v) {
-    float f = (float) v;
-    return f > v ? Math.nextDown(f) : f;
-  }
-
-  static float floatAbove(double v) {
-    float f = (float) v;
-    return f < v ? Math.nextUp(f) : f;
   }
 
   /**

@@ -9,6 +9,7 @@ import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.time.FenceHistory;
 import java.util.ArrayList;
 import java.util.List;
@@ -181,6 +182,12 @@ public final class FenceLedger {
     if (!stored.deleted()) {
       fingerprints.add(bucket, fenceId, stored.seq());
     }
+  }
+
+  /** A bucket's stored fences read back as one segment, counted in that bucket's fingerprint. */
+  public void restore(int bucket, FenceSegment segment) {
+    fences.load(bucket, segment);
+    fingerprints.add(bucket, segment.liveCount(), segment.checksum());
   }
 
   /** A superseded version read back. */

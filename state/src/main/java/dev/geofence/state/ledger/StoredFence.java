@@ -4,6 +4,8 @@ import dev.geofence.state.edit.EditKind;
 import dev.geofence.state.edit.EditOrigin;
 import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.segment.FenceSegment;
+import java.util.Map;
 
 /**
  * A fence's durable state, which the {@link LedgerStore} keeps: its stored version (live or
@@ -29,6 +31,19 @@ public record StoredFence(long seq, boolean deleted, FenceGeometry geometry, Str
   /** A fence as a bootstrap writes it: live with its geometry (null if refused), or a tombstone. */
   public static StoredFence of(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitTime) {
     return new StoredFence(seq, deleted, geometry, tenant, 0, commitTime);
+  }
+
+  /** Fence {@code i} of a segment, as an object graph of its own. */
+  public static StoredFence of(FenceSegment segment, int i) {
+    return new StoredFence(segment.seq(i), segment.deleted(i), segment.geometry(i), segment.tenant(i), segment.commitLsn(i),
+        segment.commitTime(i));
+  }
+
+  /** These fences of one bucket (live, tombstones, refused) as one segment's bytes. */
+  public static byte[] segment(Map<String, StoredFence> fences) {
+    FenceSegment.Writer writer = new FenceSegment.Writer();
+    fences.forEach((id, f) -> writer.add(id, f.seq(), f.deleted(), f.geometry(), f.tenant(), f.commitLsn(), f.commitTime()));
+    return writer.write();
   }
 
   /** Of a format this release cannot read: a restore rebuilds the index without it. */

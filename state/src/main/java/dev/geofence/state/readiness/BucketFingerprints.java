@@ -66,6 +66,17 @@ public final class BucketFingerprints {
     recheck(b);
   }
 
+  /**
+   * A bucket's live fences as a segment counted them ({@code FenceSegment#liveCount} and {@code
+   * #checksum}), added at once: a restore of segments hashes no fence.
+   */
+  public void add(int b, long fences, long fencesChecksum) {
+    count[b] += fences;
+    checksum[b] ^= fencesChecksum;
+    loaded += fences;
+    recheck(b);
+  }
+
   /** A live fence version no longer held. */
   public void remove(String fenceId, long seq) {
     int b = FenceBuckets.of(fenceId);

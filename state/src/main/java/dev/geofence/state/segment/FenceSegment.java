@@ -3,8 +3,8 @@ package dev.geofence.state.segment;
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.geom.CoverageGrid;
 import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.geom.OutwardFloats;
 import dev.geofence.state.geom.PointInFence;
-import dev.geofence.state.ledger.StoredFence;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -28,8 +28,9 @@ import java.util.zip.CRC32C;
  * <p>Format 1, little-endian: version byte, three zero bytes, CRC-32C of everything after the
  * first 8 bytes; counts (fences n, polygons P, rings R, vertices V, id bytes B, tenants T, table
  * size S), live fences and their checksum ({@link FenceChecksum#hash} XORed); then seq[n],
- * lsn[n], time[n], box[4n] (minX, minY, maxX, maxY, exact), grid[n * {@link
- * CoverageGrid#COARSE_WORDS}], fencePolygons[n + 1], polygonRings[P + 1], ringStarts[R + 1],
+ * lsn[n], time[n], box[4n] (minX, minY, maxX, maxY, each rounded outwards to a float, as the index
+ * keeps boxes; empty for a fence without a geometry), grid[n * {@link CoverageGrid#COARSE_WORDS}]
+ * (over that box), fencePolygons[n + 1], polygonRings[P + 1], ringStarts[R + 1],
  * tenant[n] (-1 for none), idStarts[n + 1], table[S] (position + 1, 0 free), flags[n], ids[B],
  * T tenants (length, UTF-8), xy[2V]. Fences are in id order, so equal contents give equal bytes.
  */
@@ -49,6 +50,8 @@ public final class FenceSegment {
   private final int[] fencePolygons;
   private final int[] polygonRings;
   private final int[] ringStarts;
+  /** Each fence's first ring, and the end of its last: derived on reading, so that a check skips the polygons. */
+  private final int[] fenceRings;
   private final int[] tenantOf;
   private final int[] idStarts;
   private final int[] table;
@@ -96,6 +99,10 @@ public final class FenceSegment {
       throw new IllegalArgumentException("fence segment has " + in.remaining() + " bytes for " + vertices + " vertices");
     }
     checkOffsets(n, polygons, rings, vertices, idBytes, tenantCount);
+    fenceRings = new int[n + 1];
+    for (int i = 0; i <= n; i++) {
+      fenceRings[i] = polygonRings[fencePolygons[i]];
+    }
     vertexCount = vertices;
     if (arena == null) {
       xy = doubles(in, 2 * vertices);
@@ -146,12 +153,30 @@ public final class FenceSegment {
     }
   }
 
-  /**
-   * Writes these fences (live, tombstones, refused) as a segment: its bytes, for one keyed state
-   * value.
-   */
-  public static byte[] write(Map<String, StoredFence> fences) {
-    TreeMap<String, StoredFence> sorted = new TreeMap<>(fences);
+  /** A fence as a segment holds it: a live one, a tombstone, or a refused one (no geometry). */
+  private record Entry(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {}
+
+  /** Collects a bucket's fences, then writes them as one segment. */
+  public static final class Writer {
+    private final TreeMap<String, Entry> fences = new TreeMap<>();
+
+    /**
+     * Adds a fence, or replaces the one added under its id.
+     *
+     * @param geometry null for a tombstone, or for a fence whose versions were all refused
+     */
+    public Writer add(String id, long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
+      fences.put(id, new Entry(seq, deleted, geometry, tenant, commitLsn, commitTime));
+      return this;
+    }
+
+    /** The segment's bytes, for one keyed state value. */
+    public byte[] write() {
+      return FenceSegment.write(fences);
+    }
+  }
+
+  private static byte[] write(TreeMap<String, Entry> sorted) {
     int n = sorted.size();
     List<byte[]> idList = new ArrayList<>(n);
     Map<String, Integer> tenantCodes = new HashMap<>();
@@ -161,7 +186,7 @@ public final class FenceSegment {
     int vertices = 0;
     int idBytes = 0;
     int tenantBytes = 0;
-    for (Map.Entry<String, StoredFence> fence : sorted.entrySet()) {
+    for (Map.Entry<String, Entry> fence : sorted.entrySet()) {
       byte[] id = fence.getKey().getBytes(StandardCharsets.UTF_8);
       idList.add(id);
       idBytes += id.length;
@@ -191,46 +216,48 @@ public final class FenceSegment {
     out.putInt(n).putInt(polygons).putInt(rings).putInt(vertices).putInt(idBytes).putInt(tenantNames.size()).putInt(tableSize);
     int live = 0;
     long checksum = 0;
-    for (Map.Entry<String, StoredFence> fence : sorted.entrySet()) {
+    for (Map.Entry<String, Entry> fence : sorted.entrySet()) {
       if (!fence.getValue().deleted()) {
         live++;
         checksum ^= FenceChecksum.hash(fence.getKey(), fence.getValue().seq());
       }
     }
     out.putInt(live).putLong(checksum);
-    List<StoredFence> stored = new ArrayList<>(sorted.values());
+    List<Entry> stored = new ArrayList<>(sorted.values());
     stored.forEach(f -> out.putLong(f.seq()));
     stored.forEach(f -> out.putLong(f.commitLsn()));
     stored.forEach(f -> out.putLong(f.commitTime()));
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       FenceGeometry g = f.geometry();
       if (g == null) {
         out.putDouble(Double.POSITIVE_INFINITY).putDouble(Double.POSITIVE_INFINITY)
             .putDouble(Double.NEGATIVE_INFINITY).putDouble(Double.NEGATIVE_INFINITY);
       } else {
-        out.putDouble(g.minX()).putDouble(g.minY()).putDouble(g.maxX()).putDouble(g.maxY());
+        out.putDouble(OutwardFloats.below(g.minX())).putDouble(OutwardFloats.below(g.minY()))
+            .putDouble(OutwardFloats.above(g.maxX())).putDouble(OutwardFloats.above(g.maxY()));
       }
     }
     long[] grid = new long[CoverageGrid.COARSE_WORDS];
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       FenceGeometry g = f.geometry();
       Arrays.fill(grid, 0L);
       // Zeros send every point to the kernel: a small fence gains nothing from a grid.
       if (g != null && g.vertexCount() >= CoverageGrid.MIN_VERTICES) {
-        CoverageGrid.build(g, g.minX(), g.minY(), g.maxX(), g.maxY(), CoverageGrid.COARSE, grid, 0);
+        CoverageGrid.build(g, OutwardFloats.below(g.minX()), OutwardFloats.below(g.minY()),
+            OutwardFloats.above(g.maxX()), OutwardFloats.above(g.maxY()), CoverageGrid.COARSE, grid, 0);
       }
       for (long word : grid) {
         out.putLong(word);
       }
     }
     int polygon = 0;
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       out.putInt(polygon);
       polygon += f.geometry() == null ? 0 : f.geometry().polygonCount();
     }
     out.putInt(polygon);
     int ring = 0;
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       if (f.geometry() != null) {
         int[] starts = f.geometry().polygonStarts();
         for (int p = 0; p < starts.length - 1; p++) {
@@ -241,7 +268,7 @@ public final class FenceSegment {
     }
     out.putInt(ring);
     int vertex = 0;
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       if (f.geometry() != null) {
         int[] starts = f.geometry().ringStarts();
         for (int r = 0; r < starts.length - 1; r++) {
@@ -274,7 +301,7 @@ public final class FenceSegment {
     for (byte[] name : tenantNames) {
       out.putInt(name.length).put(name);
     }
-    for (StoredFence f : stored) {
+    for (Entry f : stored) {
       if (f.geometry() != null) {
         for (double c : f.geometry().coordinates()) {
           out.putDouble(c);
@@ -349,7 +376,25 @@ public final class FenceSegment {
     return times[i];
   }
 
-  /** Fence {@code i}'s box into {@code bounds[4 at ...]}: minX, minY, maxX, maxY. */
+  /** Vertices of fence {@code i}'s geometry (0 without one), each ring's closing vertex included. */
+  public int vertexCount(int i) {
+    return ringStarts[fenceRings[i + 1]] - ringStarts[fenceRings[i]];
+  }
+
+  /**
+   * Reads one value from every cache line of fence {@code i}'s coordinates, as {@link
+   * FenceGeometry#prefetch} does for a fence of its own; returns a value made of what it read.
+   */
+  public long prefetch(int i) {
+    long sum = 0;
+    int end = 2 * ringStarts[fenceRings[i + 1]];
+    for (int k = 2 * ringStarts[fenceRings[i]]; k < end; k += 8) {
+      sum += Double.doubleToRawLongBits(xy[k]);
+    }
+    return sum;
+  }
+
+  /** Fence {@code i}'s box, rounded outwards to floats, into {@code bounds[4 at ...]}: minX, minY, maxX, maxY. */
   public void box(int i, double[] bounds, int at) {
     System.arraycopy(boxes, 4 * i, bounds, 4 * at, 4);
   }
@@ -361,7 +406,7 @@ public final class FenceSegment {
 
   /** Whether fence {@code i} covers the point, by the exact kernel alone: for a caller whose copy of the grid left it open. */
   public boolean coversExactly(int i, double px, double py) {
-    return PointInFence.coversRings(xy, ringStarts, polygonRings[fencePolygons[i]], polygonRings[fencePolygons[i + 1]], px, py);
+    return PointInFence.coversRings(xy, ringStarts, fenceRings[i], fenceRings[i + 1], px, py);
   }
 
   /**
@@ -378,8 +423,8 @@ public final class FenceSegment {
     return mark != 0 ? mark == CoverageGrid.INSIDE : coversExactly(i, px, py);
   }
 
-  /** Fence {@code i} as the rest of the ledger keeps a version: an object graph, made on request. */
-  public StoredFence stored(int i) {
+  /** Fence {@code i}'s geometry as an object of its own, made on request; null without one. */
+  public FenceGeometry geometry(int i) {
     FenceGeometry geometry = null;
     if (hasGeometry(i)) {
       int firstPolygon = fencePolygons[i];
@@ -398,7 +443,7 @@ public final class FenceSegment {
       double[] coordinates = Arrays.copyOfRange(xy, 2 * firstVertex, 2 * ringStarts[endRing]);
       geometry = FenceGeometry.ofOwnedArrays(coordinates, rings, polygonStarts);
     }
-    return new StoredFence(seqs[i], deleted(i), geometry, tenant(i), lsns[i], times[i]);
+    return geometry;
   }
 
   private void checkOffsets(int n, int polygons, int rings, int vertices, int idBytes, int tenantCount) {

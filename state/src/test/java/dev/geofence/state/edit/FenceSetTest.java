@@ -2,15 +2,20 @@ package dev.geofence.state.edit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -261,6 +266,55 @@ class FenceSetTest {
     set.liveIds().forEach(id -> checksum.add(id, set.seqOf(id)));
     assertThat(checksum.count()).isEqualTo(set.liveCount());
     return checksum;
+  }
+
+  /**
+   * A set that loaded its buckets as segments classifies every later edit, and answers, as a set
+   * restored fence by fence does: the same outcomes, versions, live fences, counts and index.
+   */
+  @Test
+  void aSetLoadedFromSegmentsBehavesAsOneRestoredFenceByFence() {
+    SplittableRandom random = new SplittableRandom(36);
+    Map<String, StoredFence> stored = new HashMap<>();
+    for (int k = 0; k < 400; k++) {
+      long seq = 1 + random.nextInt(5);
+      int kind = random.nextInt(10);
+      stored.put("f" + k, kind == 0 ? new StoredFence(seq, true, null, null, 7, 8)
+          : kind == 1 ? new StoredFence(seq, false, null, "t", 7, 8)
+          : new StoredFence(seq, false, shapes[random.nextInt(shapes.length)], kind % 2 == 0 ? "t" : null, 7, 8));
+    }
+    FenceSet byFence = new FenceSet(new FenceIndex());
+    stored.forEach((id, fence) -> byFence.apply(fence.asSnapshotEdit(id)));
+    FenceSet bySegment = new FenceSet(new FenceIndex());
+    Map<Integer, Map<String, StoredFence>> buckets = new HashMap<>();
+    stored.forEach((id, fence) -> buckets.computeIfAbsent(FenceBuckets.of(id), b -> new HashMap<>()).put(id, fence));
+    buckets.forEach((bucket, fences) -> bySegment.load(bucket, FenceSegment.read(StoredFence.segment(fences))));
+    assertThat(bySegment.liveCount()).isEqualTo(byFence.liveCount());
+    int applied = 0;
+    for (int step = 0; step < 5_000; step++) {
+      String id = "f" + random.nextInt(450);
+      // Duplicates, stale edits, the next seq, and gaps.
+      long seq = Math.max(1, byFence.seqOf(id) + random.nextInt(-1, 3));
+      FenceEdit edit = random.nextInt(4) == 0 ? delete(id, seq) : upsert(id, seq, random.nextInt(shapes.length));
+      EditOutcome expected = byFence.apply(edit);
+      assertThat(bySegment.apply(edit)).as("step %d: %s", step, edit).isEqualTo(expected);
+      applied += expected == EditOutcome.APPLIED ? 1 : 0;
+    }
+    assertThat(applied).isGreaterThan(500);
+    for (int k = 0; k < 450; k++) {
+      String id = "f" + k;
+      assertThat(bySegment.seqOf(id)).as(id).isEqualTo(byFence.seqOf(id));
+      assertThat(bySegment.isLive(id)).as(id).isEqualTo(byFence.isLive(id));
+      assertThat(bySegment.index().get(id)).as(id).isEqualTo(byFence.index().get(id));
+    }
+    assertThat(bySegment.liveIds()).containsExactlyInAnyOrderElementsOf(byFence.liveIds());
+    assertThat(bySegment.liveCount()).isEqualTo(byFence.liveCount());
+    assertThat(bySegment.index().size()).isEqualTo(byFence.index().size());
+    for (double x = 0.05; x < 8; x += 0.25) {
+      for (double y = 0.05; y < 8; y += 0.25) {
+        assertThat(bySegment.index().covering(x, y, null)).containsExactlyInAnyOrderElementsOf(byFence.index().covering(x, y, null));
+      }
+    }
   }
 
   private static FenceEdit upsert(String id, long seq, int shape) {

@@ -3,9 +3,13 @@ package dev.geofence.state.index;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.segment.CoordinateArena;
+import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.shape.Shapes;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -170,16 +174,7 @@ class FenceIndexTest {
       int op = random.nextInt(10);
       String id = "f" + random.nextInt(600);
       if (op < 6) {
-        // Insert, or reshape and move an existing fence, sometimes to another tenant.
-        Geometry shape = shapes.any(random.nextDouble(4), random.nextDouble(4), random.nextDouble(0.05, 0.8));
-        if (!shape.isValid()) {
-          continue;
-        }
-        String tenant = TENANTS[random.nextInt(TENANTS.length)];
-        FenceGeometry geometry = read(shape);
-        index.upsert(id, tenant, geometry);
-        model.put(id, geometry);
-        tenants.put(id, tenant);
+        upsertAnyShape(index, shapes, id, model, tenants);
       } else if (op < 9) {
         assertThat(index.delete(id)).isEqualTo(model.remove(id) != null);
         tenants.remove(id);
@@ -224,6 +219,87 @@ class FenceIndexTest {
     assertThat(batched).isGreaterThan(100_000);
     for (Map.Entry<String, FenceGeometry> e : model.entrySet()) {
       assertThat(index.get(e.getKey())).isEqualTo(e.getValue());
+    }
+  }
+
+  /**
+   * Buckets loaded as segments (fences read in place, big ones as objects, tombstones and refused
+   * fences left out), then edited over and over (upserts and deletes of loaded fences and of new
+   * ones, overlay packs and full repacks): every answer, single and batched, and every lookup by
+   * id as brute force over a map gives it.
+   */
+  @Test
+  void segmentsLoadedInPlaceAgreeWithBruteForceThroughEditsAndRepacks() throws Exception {
+    Shapes shapes = new Shapes(factory, 20261205L);
+    SplittableRandom random = shapes.random();
+    Map<String, FenceGeometry> model = new HashMap<>();
+    Map<String, String> tenants = new HashMap<>();
+    Map<Integer, Map<String, StoredFence>> buckets = new HashMap<>();
+    for (int k = 0; k < 1_500; k++) {
+      String id = "f" + k;
+      String tenant = TENANTS[random.nextInt(TENANTS.length)];
+      Geometry shape = k % 50 == 7
+          ? shapes.lobedStar(random.nextDouble(4), random.nextDouble(4), random.nextDouble(0.1, 0.6), 300 + random.nextInt(400), 5, 0.1)
+          : shapes.any(random.nextDouble(4), random.nextDouble(4), random.nextDouble(0.05, 0.8));
+      if (!shape.isValid()) {
+        continue;
+      }
+      FenceGeometry geometry = read(shape);
+      StoredFence stored;
+      if (k % 10 == 3) {
+        stored = new StoredFence(2, true, null, tenant, 5, 6);
+      } else if (k % 20 == 5) {
+        stored = new StoredFence(1, false, null, tenant, 5, 6);
+      } else {
+        stored = new StoredFence(1, false, geometry, tenant, 5, 6);
+        model.put(id, geometry);
+        tenants.put(id, tenant);
+      }
+      buckets.computeIfAbsent(FenceBuckets.of(id), b -> new HashMap<>()).put(id, stored);
+    }
+    FenceIndex index = new FenceIndex(4, 4, 8);
+    CoordinateArena arena = new CoordinateArena();
+    buckets.forEach((bucket, fences) -> index.load(bucket, FenceSegment.read(StoredFence.segment(fences), arena)));
+    assertThatThrownBy(() -> index.load(buckets.keySet().iterator().next(), FenceSegment.read(StoredFence.segment(Map.of()))))
+        .isInstanceOf(IllegalStateException.class);
+    assertThat(index.size()).isEqualTo(model.size());
+    List<String> differences = new ArrayList<>();
+    int compared = 0;
+    for (int step = 0; step < 6_000; step++) {
+      int op = random.nextInt(10);
+      String id = "f" + random.nextInt(1_800);
+      if (op < 4) {
+        upsertAnyShape(index, shapes, id, model, tenants);
+      } else if (op < 6) {
+        assertThat(index.delete(id)).isEqualTo(model.remove(id) != null);
+        tenants.remove(id);
+      } else {
+        int n = 1 + random.nextInt(random.nextBoolean() ? 4 : 200);
+        List<Coordinate> points = new ArrayList<>();
+        List<String> pointTenants = new ArrayList<>();
+        for (int q = 0; q < n; q++) {
+          points.add(new Coordinate(random.nextDouble(-0.5, 4.5), random.nextDouble(-0.5, 4.5)));
+          pointTenants.add(random.nextInt(3) == 0 ? TENANTS[1 + random.nextInt(2)] : null);
+        }
+        List<List<String>> answers = batch(index, points, pointTenants);
+        for (int q = 0; q < n; q++) {
+          Coordinate p = points.get(q);
+          List<String> expected = bruteForce(model, tenants, p.x, p.y, pointTenants.get(q));
+          List<String> single = index.covering(p.x, p.y, pointTenants.get(q));
+          if ((!sameElements(expected, answers.get(q)) || !sameElements(expected, single)) && differences.size() < 10) {
+            differences.add("step " + step + " " + p + " expected " + expected + " got " + answers.get(q) + ", single " + single);
+          }
+          compared++;
+        }
+      }
+      assertThat(index.size()).isEqualTo(model.size());
+    }
+    assertThat(differences).isEmpty();
+    assertThat(compared).isGreaterThan(100_000);
+    for (int k = 0; k < 1_800; k++) {
+      String id = "f" + k;
+      assertThat(index.get(id)).as(id).isEqualTo(model.get(id));
+      assertThat(index.tenantOf(id)).as(id).isEqualTo(model.containsKey(id) ? tenants.get(id) : null);
     }
   }
 
@@ -314,6 +390,21 @@ class FenceIndexTest {
       answers.get(point).add(id);
     });
     return answers;
+  }
+
+  /** Inserts the fence, or reshapes and moves it, sometimes to another tenant; in the index and the model alike. */
+  private void upsertAnyShape(FenceIndex index, Shapes shapes, String id, Map<String, FenceGeometry> model,
+      Map<String, String> tenants) throws Exception {
+    SplittableRandom random = shapes.random();
+    Geometry shape = shapes.any(random.nextDouble(4), random.nextDouble(4), random.nextDouble(0.05, 0.8));
+    if (!shape.isValid()) {
+      return;
+    }
+    String tenant = TENANTS[random.nextInt(TENANTS.length)];
+    FenceGeometry geometry = read(shape);
+    index.upsert(id, tenant, geometry);
+    model.put(id, geometry);
+    tenants.put(id, tenant);
   }
 
   private FenceGeometry read(Geometry shape) throws Exception {

@@ -10,6 +10,7 @@ import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -120,6 +121,33 @@ class FenceLedgerTest {
     assertThat(store.versions.get("a@100").deleted()).isTrue();
     assertThat(store.flushes).isEqualTo(1);
     assertThat(store.fences.get("a").seq()).isEqualTo(2);
+  }
+
+  /**
+   * A bucket restored as one segment counts in its fingerprint as its fences restored one by one
+   * do (tombstones and refused fences as the source counts them), and its fences take edits after.
+   */
+  @Test
+  void aBucketRestoredAsASegmentMatchesItsFingerprint() throws Exception {
+    String other = otherFenceOfTheBucketOf("a");
+    int bucket = FenceBuckets.of("a");
+    String third = "f0";
+    for (int i = 0; FenceBuckets.of(third) != bucket || third.equals(other); i++) {
+      third = "g" + i;
+    }
+    Map<String, StoredFence> fences = new HashMap<>();
+    fences.put("a", StoredFence.of(3, false, SQUARE, null, 0));
+    fences.put(other, StoredFence.of(1, false, null, "t", 0));
+    fences.put(third, StoredFence.of(2, true, null, null, 0));
+    ledger.restore(bucket, FenceSegment.read(StoredFence.segment(fences)));
+    hearAll(bucket, fingerprint(bucket, 1, "a@3", other + "@1"));
+    assertThat(fingerprints.ready()).isTrue();
+    assertThat(ledger.fences().liveCount()).isEqualTo(2);
+    assertThat(ledger.fences().index().covering(5, 5, null)).containsExactly("a");
+    ledger.receive(Queued.of(FenceEdit.delete("a", 4, EditOrigin.STREAM, 30, 300)));
+    ledger.receive(Queued.of(fingerprint(bucket, 2, 300, other + "@1")));
+    assertThat(fingerprints.ready()).isTrue();
+    assertThat(ledger.fences().index().covering(5, 5, null)).isEmpty();
   }
 
   private void hearAll(int bucket, BucketFingerprint fingerprint) throws Exception {

@@ -38,7 +38,7 @@ class FenceSegmentTest {
   @Test
   void readsBackEveryFenceAsWrittenAndFindsItById() throws Exception {
     Map<String, StoredFence> fences = fences(new Shapes(factory, 20261205L), 1_500, new HashMap<>());
-    FenceSegment segment = FenceSegment.read(FenceSegment.write(fences));
+    FenceSegment segment = FenceSegment.read(StoredFence.segment(fences));
 
     assertThat(segment.size()).isEqualTo(fences.size());
     FenceChecksum expected = new FenceChecksum();
@@ -52,17 +52,17 @@ class FenceSegmentTest {
     Map<String, StoredFence> read = new HashMap<>();
     for (int i = 0; i < segment.size(); i++) {
       assertThat(segment.positionOf(segment.id(i))).isEqualTo(i);
-      read.put(segment.id(i), segment.stored(i));
+      read.put(segment.id(i), StoredFence.of(segment, i));
     }
     assertThat(read).isEqualTo(fences);
     assertThat(segment.positionOf("no such fence")).isEqualTo(-1);
     // Behind another segment in a shared arena: its rings point past the other's coordinates.
     CoordinateArena arena = new CoordinateArena();
-    FenceSegment.read(FenceSegment.write(fences(new Shapes(factory, 1L), 50, new HashMap<>())), arena);
-    FenceSegment second = FenceSegment.read(FenceSegment.write(fences), arena);
+    FenceSegment.read(StoredFence.segment(fences(new Shapes(factory, 1L), 50, new HashMap<>())), arena);
+    FenceSegment second = FenceSegment.read(StoredFence.segment(fences), arena);
     Map<String, StoredFence> readFromArena = new HashMap<>();
     for (int i = 0; i < second.size(); i++) {
-      readFromArena.put(second.id(i), second.stored(i));
+      readFromArena.put(second.id(i), StoredFence.of(second, i));
     }
     assertThat(readFromArena).isEqualTo(fences);
     assertThat(segment.positionOf("f-1\u00e9")).isGreaterThanOrEqualTo(0);
@@ -75,7 +75,7 @@ class FenceSegmentTest {
     Collections.shuffle(ids, new java.util.Random(3));
     Map<String, StoredFence> shuffled = new LinkedHashMap<>();
     ids.forEach(id -> shuffled.put(id, fences.get(id)));
-    assertThat(FenceSegment.write(shuffled)).isEqualTo(FenceSegment.write(fences));
+    assertThat(StoredFence.segment(shuffled)).isEqualTo(StoredFence.segment(fences));
   }
 
   @Test
@@ -84,8 +84,8 @@ class FenceSegmentTest {
     Map<String, Geometry> oracleShapes = new HashMap<>();
     Map<String, StoredFence> fences = fences(shapes, 3_000, oracleShapes);
     CoordinateArena arena = new CoordinateArena();
-    FenceSegment.read(FenceSegment.write(fences(new Shapes(factory, 2L), 50, new HashMap<>())), arena);
-    FenceSegment segment = FenceSegment.read(FenceSegment.write(fences), arena);
+    FenceSegment.read(StoredFence.segment(fences(new Shapes(factory, 2L), 50, new HashMap<>())), arena);
+    FenceSegment segment = FenceSegment.read(StoredFence.segment(fences), arena);
     List<String> differences = new ArrayList<>();
     int pairs = 0;
     int covered = 0;
@@ -111,7 +111,7 @@ class FenceSegmentTest {
 
   @Test
   void refusesDamagedBytesAndOtherFormats() throws Exception {
-    byte[] bytes = FenceSegment.write(fences(new Shapes(factory, 11L), 100, new HashMap<>()));
+    byte[] bytes = StoredFence.segment(fences(new Shapes(factory, 11L), 100, new HashMap<>()));
     SplittableRandom random = new SplittableRandom(5);
     for (int k = 0; k < 50; k++) {
       byte[] damaged = bytes.clone();
@@ -124,7 +124,7 @@ class FenceSegmentTest {
     otherFormat[0] = 2;
     assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 2");
     assertThatThrownBy(() -> FenceSegment.read(new byte[3])).hasMessageContaining("shorter than its header");
-    assertThat(FenceSegment.read(FenceSegment.write(Map.of())).size()).isZero();
+    assertThat(FenceSegment.read(StoredFence.segment(Map.of())).size()).isZero();
   }
 
   /** Live fences of every kind, a tenth tombstones, a twentieth refused (no geometry), three tenants and none. */
