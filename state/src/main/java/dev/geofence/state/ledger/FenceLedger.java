@@ -176,9 +176,20 @@ public final class FenceLedger {
 
   // ---- a restore: what the store held, read back --------------------------------------------------
 
-  /** A fence's stored version read back, counted in the fingerprint of the bucket it was stored in. */
+  /**
+   * A fence's stored version read back, counted in the fingerprint of the bucket it was stored in.
+   * Over a version its bucket's segment holds (the segment's overlay: the fence stored since the
+   * segment was written), it replaces that version in the fingerprint; an older one changes nothing.
+   */
   public void restore(int bucket, String fenceId, StoredFence stored) {
-    fences.apply(stored.asSnapshotEdit(fenceId));
+    long before = fences.seqOf(fenceId);
+    boolean wasLive = fences.isLive(fenceId);
+    if (fences.apply(stored.asSnapshotEdit(fenceId)) != EditOutcome.APPLIED) {
+      return;
+    }
+    if (wasLive) {
+      fingerprints.remove(fenceId, before);
+    }
     if (!stored.deleted()) {
       fingerprints.add(bucket, fenceId, stored.seq());
     }

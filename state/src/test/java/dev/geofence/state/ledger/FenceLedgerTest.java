@@ -150,6 +150,32 @@ class FenceLedgerTest {
     assertThat(ledger.fences().index().covering(5, 5, null)).isEmpty();
   }
 
+  /**
+   * The fences stored since a bucket's segment was written (its overlay), read back over it:
+   * each replaces its segment's version in the index and in the bucket's fingerprint, and a
+   * version older than the segment's changes nothing.
+   */
+  @Test
+  void anOverlayReadBackOverItsSegmentReplacesItsVersions() throws Exception {
+    String other = otherFenceOfTheBucketOf("a");
+    int bucket = FenceBuckets.of("a");
+    FenceGeometry moved = FenceGeometry.fromArrays(new double[] {20, 20, 30, 20, 30, 30, 20, 30, 20, 20}, new int[] {0, 5},
+        new int[] {0, 1});
+    Map<String, StoredFence> segment = new HashMap<>();
+    segment.put("a", StoredFence.of(3, false, SQUARE, null, 0));
+    segment.put(other, StoredFence.of(1, false, SQUARE, null, 0));
+    ledger.restore(bucket, FenceSegment.read(StoredFence.segment(segment)));
+    ledger.restore(bucket, "a", StoredFence.of(5, false, moved, null, 0));
+    ledger.restore(bucket, other, StoredFence.of(2, true, null, null, 0));
+    ledger.restore(bucket, "a", StoredFence.of(4, false, SQUARE, null, 0));
+    hearAll(bucket, fingerprint(bucket, 1, "a@5"));
+    assertThat(fingerprints.ready()).isTrue();
+    assertThat(ledger.fences().liveCount()).isEqualTo(1);
+    assertThat(ledger.fences().seqOf(other)).isEqualTo(2);
+    assertThat(ledger.fences().index().covering(5, 5, null)).isEmpty();
+    assertThat(ledger.fences().index().covering(25, 25, null)).containsExactly("a");
+  }
+
   private void hearAll(int bucket, BucketFingerprint fingerprint) throws Exception {
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
       ledger.read(Queued.of(b == bucket ? fingerprint : new BucketFingerprint(b, 0, 0, 1, 0, 0)));
