@@ -165,8 +165,8 @@ public final class FenceIndex {
   /**
    * Indexes the fences of a bucket's segment that are live and have a geometry, reading them in
    * place; {@link FenceGeometry#isBig big} ones become objects, which build their own finer grids
-   * and edge bands. None of its fences may be indexed already: a restore
-   * loads each bucket once, before any edit.
+   * and edge bands. None of its fences may be indexed already: a restore loads each bucket once,
+   * before any edit.
    *
    * @throws IllegalStateException if the bucket was loaded before
    */

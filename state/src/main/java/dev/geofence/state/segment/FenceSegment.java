@@ -409,20 +409,6 @@ public final class FenceSegment {
     return PointInFence.coversRings(xy, ringStarts, fenceRings[i], fenceRings[i + 1], px, py);
   }
 
-  /**
-   * Whether fence {@code i} covers the point, read in place: its box, its coarse grid, then the
-   * exact kernel over its rings. False for a fence without a geometry.
-   */
-  public boolean covers(int i, double px, double py) {
-    int b = 4 * i;
-    if (px < boxes[b] || px > boxes[b + 2] || py < boxes[b + 1] || py > boxes[b + 3]) {
-      return false;
-    }
-    long mark = CoverageGrid.lookup(grids, i * CoverageGrid.COARSE_WORDS, CoverageGrid.COARSE,
-        boxes[b], boxes[b + 1], boxes[b + 2], boxes[b + 3], px, py);
-    return mark != 0 ? mark == CoverageGrid.INSIDE : coversExactly(i, px, py);
-  }
-
   /** Fence {@code i}'s geometry as an object of its own, made on request; null without one. */
   public FenceGeometry geometry(int i) {
     FenceGeometry geometry = null;
