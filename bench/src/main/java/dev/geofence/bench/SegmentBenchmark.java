@@ -3,11 +3,11 @@ package dev.geofence.bench;
 import com.sun.management.OperatingSystemMXBean;
 import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
-import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
 import java.io.File;
@@ -23,7 +23,6 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.function.ObjIntConsumer;
 import org.apache.flink.core.memory.DataInputDeserializer;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.rocksdb.BlockBasedTableConfig;
@@ -142,12 +141,8 @@ public final class SegmentBenchmark {
 
   // ---- restore -------------------------------------------------------------------------------------
 
-  /** One subtask's restored fences, whichever the layout: queried by point, answers by fence id. */
-  private interface Restored {
-    void covering(double x, double y, ObjIntConsumer<String> hits, int point);
-
-    long vertices();
-  }
+  /** One subtask's restored index, whichever the layout, and the vertices it holds. */
+  private record Restored(FenceIndex index, long vertices) {}
 
   private static void restore(File dir, String layout, int fences, int points) throws Exception {
     System.gc();
@@ -201,13 +196,12 @@ public final class SegmentBenchmark {
   private static Restored today(RocksDB db, int subtask) {
     StoredFenceSerializer serializer = (StoredFenceSerializer) StoredFenceSerializer.INSTANCE.duplicate();
     FenceSet fences = new FenceSet(new FenceIndex());
-    FenceChecksum[] fingerprints = new FenceChecksum[FenceBuckets.COUNT];
+    BucketFingerprints fingerprints = new BucketFingerprints(FenceBuckets.COUNT, 0, FenceBuckets.COUNT - 1);
     DataInputDeserializer in = new DataInputDeserializer();
     long[] vertices = new long[1];
     try (ReadOptions read = new ReadOptions(); RocksIterator it = db.newIterator(read)) {
       for (int b = subtask; b < FenceBuckets.COUNT; b += SUBTASKS) {
         byte[] prefix = bucketKey(b);
-        fingerprints[b] = new FenceChecksum();
         for (it.seek(prefix); it.isValid(); it.next()) {
           byte[] key = it.key();
           if (key[0] != prefix[0] || key[1] != prefix[1]) {
@@ -218,7 +212,7 @@ public final class SegmentBenchmark {
           StoredFence stored = serializer.deserialize(in);
           fences.apply(stored.asSnapshotEdit(id));
           if (!stored.deleted()) {
-            fingerprints[b].add(id, stored.seq());
+            fingerprints.add(b, id, stored.seq());
             vertices[0] += stored.geometry() == null ? 0 : stored.geometry().vertexCount();
           }
         }
@@ -226,26 +220,15 @@ public final class SegmentBenchmark {
     } catch (java.io.IOException e) {
       throw new IllegalStateException(e);
     }
-    FenceIndex index = fences.index();
-    index.prepareForQuery();
-    return new Restored() {
-      @Override
-      public void covering(double x, double y, ObjIntConsumer<String> hits, int point) {
-        index.forEachCovering(x, y, null, id -> hits.accept(id, point));
-      }
-
-      @Override
-      public long vertices() {
-        return vertices[0];
-      }
-    };
+    fences.index().prepareForQuery();
+    return new Restored(fences.index(), vertices[0]);
   }
 
-  /** The segment layout's restore: a value per bucket, read in place by the index. */
+  /** The segment layout's restore: a value per bucket, read in place, counted in its bucket's fingerprint whole. */
   private static Restored segments(RocksDB db, int subtask) throws Exception {
-    FenceIndex index = new FenceIndex();
+    FenceSet fences = new FenceSet(new FenceIndex());
+    BucketFingerprints fingerprints = new BucketFingerprints(FenceBuckets.COUNT, 0, FenceBuckets.COUNT - 1);
     CoordinateArena arena = new CoordinateArena();
-    long[] checksums = new long[FenceBuckets.COUNT];
     long vertices = 0;
     long getNanos = 0;
     long readNanos = 0;
@@ -258,28 +241,17 @@ public final class SegmentBenchmark {
         t = System.nanoTime();
         FenceSegment segment = FenceSegment.read(value, arena);
         readNanos += System.nanoTime() - t;
-        checksums[b] = segment.checksum();
+        fingerprints.add(b, segment.liveCount(), segment.checksum());
         vertices += segment.vertexCount();
-        index.load(b, segment);
+        fences.load(b, segment);
       }
     }
     long t1 = System.nanoTime();
-    index.prepareForQuery();
+    fences.index().prepareForQuery();
     System.out.printf("subtask%d_get_s=%.2f%nsubtask%d_decode_s=%.2f%nsubtask%d_load_s=%.2f%nsubtask%d_pack_s=%.2f%n",
         subtask, getNanos / 1e9, subtask, readNanos / 1e9, subtask, (t1 - t0 - getNanos - readNanos) / 1e9, subtask,
         (System.nanoTime() - t1) / 1e9);
-    long kept = vertices;
-    return new Restored() {
-      @Override
-      public void covering(double x, double y, ObjIntConsumer<String> hits, int point) {
-        index.forEachCovering(x, y, null, id -> hits.accept(id, point));
-      }
-
-      @Override
-      public long vertices() {
-        return kept;
-      }
-    };
+    return new Restored(fences.index(), vertices);
   }
 
   /** Every point against both subtasks' indexes, a thread each, as broadcast locations are. */
@@ -298,10 +270,11 @@ public final class SegmentBenchmark {
         answers.add(threads.submit(() -> {
           long[] digest = new long[2];
           for (int p = 0; p < points; p++) {
-            subtask.covering(xs[p], ys[p], (id, point) -> {
-              digest[0] += (long) point * 31 + id.hashCode();
+            long point = p;
+            subtask.index().forEachCovering(xs[p], ys[p], null, id -> {
+              digest[0] += point * 31 + id.hashCode();
               digest[1]++;
-            }, p);
+            });
           }
           return digest;
         }));

@@ -1,11 +1,12 @@
 package dev.geofence.state.segment;
 
 /**
- * Where a subtask's segments keep their coordinates: a few arrays of {@value #CHUNK} doubles (32
- * MB, above half of G1's largest region, so every JVM allocates them as humongous objects straight
- * into the old generation), filled one segment after another. A restore of a million fences then
- * puts gigabytes of coordinates where no young collection copies them: per-segment arrays of half
- * a megabyte each were copied by the collector at least once, most of a restore's pauses.
+ * Where a subtask's segments keep their coordinates: a few big arrays, filled one segment after
+ * another. Each chunk is twice the one before, from 1 MB up to {@value #CHUNK} doubles (32 MB,
+ * above half of G1's largest region, so every JVM allocates them as humongous objects straight into
+ * the old generation): a restore of a million fences puts gigabytes of coordinates where no young
+ * collection copies them (per-segment arrays of half a megabyte each were copied at least once,
+ * most of a restore's pauses), and a small fence set wastes no more than it holds.
  *
  * <p>Space of a segment that is dropped stays taken until every segment of its chunk is; a
  * rewrite of all segments (a restore) starts a new arena. Not thread-safe: one per subtask.
@@ -13,8 +14,10 @@ package dev.geofence.state.segment;
 public final class CoordinateArena {
 
   static final int CHUNK = 1 << 22;
+  private static final int FIRST_CHUNK = 1 << 17;
 
   private double[] chunk;
+  private int nextChunk = FIRST_CHUNK;
   private int used;
   private int lastOffset;
 
@@ -24,8 +27,9 @@ public final class CoordinateArena {
       lastOffset = 0;
       return new double[count];
     }
-    if (chunk == null || CHUNK - used < count) {
-      chunk = new double[CHUNK];
+    if (chunk == null || chunk.length - used < count) {
+      chunk = new double[Math.max(count, nextChunk)];
+      nextChunk = Math.min(CHUNK, 2 * nextChunk);
       used = 0;
     }
     lastOffset = used;
