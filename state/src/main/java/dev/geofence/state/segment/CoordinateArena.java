@@ -13,8 +13,15 @@ package dev.geofence.state.segment;
  */
 public final class CoordinateArena {
 
-  static final int CHUNK = 1 << 22;
-  private static final int FIRST_CHUNK = 1 << 17;
+  /**
+   * Doubles of the largest chunk: 32 MB with the array's 16-byte header, so that a humongous chunk
+   * fills its regions exactly (G1's regions are powers of two; 1 << 22 doubles and a header took
+   * one region more, an eighth of the coordinates' heap wasted).
+   */
+  static final int CHUNK = (1 << 22) - 2;
+  /** A double array's header, in doubles. */
+  private static final int HEADER_DOUBLES = 2;
+  private static final int FIRST_CHUNK = (1 << 17) - HEADER_DOUBLES;
 
   private double[] chunk;
   private int nextChunk = FIRST_CHUNK;
@@ -29,7 +36,7 @@ public final class CoordinateArena {
     }
     if (chunk == null || chunk.length - used < count) {
       chunk = new double[Math.max(count, nextChunk)];
-      nextChunk = Math.min(CHUNK, 2 * nextChunk);
+      nextChunk = Math.min(CHUNK, 2 * (nextChunk + HEADER_DOUBLES) - HEADER_DOUBLES);
       used = 0;
     }
     lastOffset = used;
