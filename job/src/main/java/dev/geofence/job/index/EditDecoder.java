@@ -56,7 +56,7 @@ final class EditDecoder {
       return FenceEdit.refusedUpsert(change.fenceId, change.seq, change.tenant, origin, change.lsn, change.commitTime);
     }
     if (decoded.failure() != null) {
-      String kept = fences.index().get(change.fenceId) != null ? "; the previous version stays in force" : "; the fence has no usable version";
+      String kept = fences.index().contains(change.fenceId) ? "; the previous version stays in force" : "; the fence has no usable version";
       deadLetter(change, "ERROR", decoded.failure().reason().name(), decoded.failure().getMessage() + kept);
       return FenceEdit.refusedUpsert(change.fenceId, change.seq, change.tenant, origin, change.lsn, change.commitTime);
     }

@@ -282,6 +282,11 @@ public final class FenceIndex {
     Arrays.fill(records, r + 2, r + RECORD, unbuilt);
   }
 
+  /** Whether a fence of this id is indexed: {@link #get} without making a geometry of a segment's fence. */
+  public boolean contains(String id) {
+    return slotOf(id) >= 0;
+  }
+
   /** The geometry indexed for the fence, or null; one read from a segment is made on each call. */
   public FenceGeometry get(String id) {
     int slot = slotOf(id);

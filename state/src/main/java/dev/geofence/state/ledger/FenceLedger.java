@@ -339,6 +339,6 @@ public final class FenceLedger {
    * stored version's.
    */
   private String tenantInForce(String fenceId) throws Exception {
-    return fences.index().get(fenceId) != null ? fences.index().tenantOf(fenceId) : store.storedTenant(fenceId);
+    return fences.index().contains(fenceId) ? fences.index().tenantOf(fenceId) : store.storedTenant(fenceId);
   }
 }

@@ -299,6 +299,7 @@ class FenceIndexTest {
     for (int k = 0; k < 1_800; k++) {
       String id = "f" + k;
       assertThat(index.get(id)).as(id).isEqualTo(model.get(id));
+      assertThat(index.contains(id)).as(id).isEqualTo(model.containsKey(id));
       assertThat(index.tenantOf(id)).as(id).isEqualTo(model.containsKey(id) ? tenants.get(id) : null);
     }
   }
