@@ -94,8 +94,10 @@ public final class FenceIndex {
   /** Each live slot's geometry, or null: retired, or read from a segment. */
   private FenceGeometry[] geometries = new FenceGeometry[16];
   /** The segment a live slot reads in place, and its position there; null otherwise. */
-  private Loaded[] slotSegments = new Loaded[16];
+  private FenceSegment[] slotSegments = new FenceSegment[16];
   private int[] slotPositions = new int[16];
+  /** The same segment as loaded, with its positions' slots: for edits and repacks, off the queries' path. */
+  private Loaded[] slotLoaded = new Loaded[16];
   private final Map<Integer, Loaded> loadedByBucket = new HashMap<>();
   /** Live slots read from segments. */
   private int loadedLive;
@@ -187,7 +189,8 @@ public final class FenceIndex {
         continue;
       }
       int slot = newSlot(segment.tenant(i));
-      slotSegments[slot] = loaded;
+      slotSegments[slot] = segment;
+      slotLoaded[slot] = loaded;
       slotPositions[slot] = i;
       loaded.slotOf[i] = slot;
       loadedLive++;
@@ -206,6 +209,7 @@ public final class FenceIndex {
       ids = Arrays.copyOf(ids, capacity);
       geometries = Arrays.copyOf(geometries, capacity);
       slotSegments = Arrays.copyOf(slotSegments, capacity);
+      slotLoaded = Arrays.copyOf(slotLoaded, capacity);
       slotPositions = Arrays.copyOf(slotPositions, capacity);
       slotTenants = Arrays.copyOf(slotTenants, capacity);
       records = Arrays.copyOf(records, capacity * RECORD);
@@ -240,7 +244,7 @@ public final class FenceIndex {
   private String idOf(int slot) {
     // The object's id first: a fence of its own costs its hit no other load.
     String id = ids[slot];
-    return id != null ? id : slotSegments[slot].segment.id(slotPositions[slot]);
+    return id != null ? id : slotSegments[slot].id(slotPositions[slot]);
   }
 
   /** Removes the fence; returns whether it was indexed. */
@@ -260,10 +264,11 @@ public final class FenceIndex {
     // record contains no point, so queries drop it there.
     retiredCount++;
     geometries[slot] = null;
-    Loaded loaded = slotSegments[slot];
+    Loaded loaded = slotLoaded[slot];
     if (loaded != null) {
       loaded.slotOf[slotPositions[slot]] = -1;
       slotSegments[slot] = null;
+      slotLoaded[slot] = null;
       loadedLive--;
     }
     records[slot * RECORD] = RETIRED_BOX_LOW;
@@ -293,8 +298,8 @@ public final class FenceIndex {
     if (slot < 0) {
       return null;
     }
-    Loaded loaded = slotSegments[slot];
-    return loaded == null ? geometries[slot] : loaded.segment.geometry(slotPositions[slot]);
+    FenceSegment segment = slotSegments[slot];
+    return segment == null ? geometries[slot] : segment.geometry(slotPositions[slot]);
   }
 
   /** The tenant of the fence indexed under {@code id} (null: it has none); null also if no fence is ({@link #get}). */
@@ -460,7 +465,7 @@ public final class FenceIndex {
     void checkNearBoundary(double[] xs, double[] ys) {
       PointPairs c = nearBoundary;
       FenceGeometry[] g = geometries;
-      Loaded[] s = slotSegments;
+      FenceSegment[] s = slotSegments;
       int[] at = slotPositions;
       for (int from = 0; from < c.size; from += EXACT_CHUNK) {
         int to = Math.min(c.size, from + EXACT_CHUNK);
@@ -470,17 +475,17 @@ public final class FenceIndex {
         long sum = 0;
         for (int k = from; k < to; k++) {
           int slot = c.nodes[k];
-          sum += g[slot] != null ? g[slot].vertexCount() : s[slot].segment.vertexCount(at[slot]);
+          sum += g[slot] != null ? g[slot].vertexCount() : s[slot].vertexCount(at[slot]);
         }
         for (int k = from; k < to; k++) {
           int slot = c.nodes[k];
-          sum += g[slot] != null ? g[slot].prefetch() : s[slot].segment.prefetch(at[slot]);
+          sum += g[slot] != null ? g[slot].prefetch() : s[slot].prefetch(at[slot]);
         }
         touched += sum;
         for (int k = from; k < to; k++) {
           int p = c.points[k];
           int slot = c.nodes[k];
-          if (g[slot] != null ? g[slot].coversNearBoundary(xs[p], ys[p]) : s[slot].segment.coversExactly(at[slot], xs[p], ys[p])) {
+          if (g[slot] != null ? g[slot].coversNearBoundary(xs[p], ys[p]) : s[slot].coversExactly(at[slot], xs[p], ys[p])) {
             hits.add(p, slot);
           }
         }
@@ -593,7 +598,8 @@ public final class FenceIndex {
     int capacity = Math.max(16, liveCount + (liveCount >> 3));
     String[] newIds = new String[capacity];
     FenceGeometry[] newGeometries = new FenceGeometry[capacity];
-    Loaded[] newSegments = new Loaded[capacity];
+    FenceSegment[] newSegments = new FenceSegment[capacity];
+    Loaded[] newLoaded = new Loaded[capacity];
     int[] newPositions = new int[capacity];
     int[] newTenants = new int[capacity];
     long[] newRecords = new long[capacity * RECORD];
@@ -607,11 +613,12 @@ public final class FenceIndex {
       newTenants[pos] = slotTenants[slot];
       // The record moves with its grid, so a repack does not forget the grids already built.
       System.arraycopy(records, slot * RECORD, newRecords, pos * RECORD, RECORD);
-      Loaded loaded = slotSegments[slot];
+      Loaded loaded = slotLoaded[slot];
       if (loaded == null) {
         slotById.put(ids[slot], pos);
       } else {
-        newSegments[pos] = loaded;
+        newSegments[pos] = slotSegments[slot];
+        newLoaded[pos] = loaded;
         newPositions[pos] = slotPositions[slot];
         loaded.slotOf[slotPositions[slot]] = pos;
       }
@@ -619,6 +626,7 @@ public final class FenceIndex {
     ids = newIds;
     geometries = newGeometries;
     slotSegments = newSegments;
+    slotLoaded = newLoaded;
     slotPositions = newPositions;
     slotTenants = newTenants;
     records = newRecords;
