@@ -85,6 +85,20 @@ final class Measure {
     return total;
   }
 
+  /**
+   * A sum over the stop-the-world collectors only (their time or their count): G1's concurrent
+   * cycle, which {@link #gcMillis} counts too, runs beside the application.
+   */
+  static long pauses(java.util.function.ToLongFunction<GarbageCollectorMXBean> what) {
+    long total = 0;
+    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
+      if (!gc.getName().contains("Concurrent")) {
+        total += Math.max(0, what.applyAsLong(gc));
+      }
+    }
+    return total;
+  }
+
   /** Heap in use after full collections have settled, so garbage is not counted as retained. */
   static long usedHeap() {
     Runtime runtime = Runtime.getRuntime();

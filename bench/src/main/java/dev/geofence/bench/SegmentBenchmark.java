@@ -1,6 +1,5 @@
 package dev.geofence.bench;
 
-import com.sun.management.OperatingSystemMXBean;
 import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.FenceSet;
@@ -145,10 +144,8 @@ public final class SegmentBenchmark {
   private record Restored(FenceIndex index, long vertices) {}
 
   private static void restore(File dir, String layout, int fences, int points) throws Exception {
-    System.gc();
-    long heapBefore = usedHeap();
-    OperatingSystemMXBean os = (OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-    long cpu0 = os.getProcessCpuTime();
+    long heapBefore = Measure.usedHeap();
+    long cpu0 = Measure.processCpuNanos();
     long gc0 = pauseMillis();
     long gcCount0 = pauseCount();
     long jit0 = ManagementFactory.getCompilationMXBean().getTotalCompilationTime();
@@ -175,15 +172,13 @@ public final class SegmentBenchmark {
       }
       long ready = System.nanoTime();
       System.out.printf("ready_s=%.3f%n", (ready - start) / 1e9);
-      System.out.printf("cpu_s=%.2f%n", (os.getProcessCpuTime() - cpu0) / 1e9);
+      System.out.printf("cpu_s=%.2f%n", (Measure.processCpuNanos() - cpu0) / 1e9);
       System.out.printf("gc_pause_s=%.3f%n", (pauseMillis() - gc0) / 1e3);
       System.out.println("gc_pauses=" + (pauseCount() - gcCount0));
       System.out.printf("jit_s=%.2f%n", (ManagementFactory.getCompilationMXBean().getTotalCompilationTime() - jit0) / 1e3);
       System.out.printf("allocated_mb=%.0f%n", (allocated[0] + allocated[1]) / 1e6);
       long vertices = subtasks.stream().mapToLong(Restored::vertices).sum();
-      System.gc();
-      System.gc();
-      long kept = usedHeap() - heapBefore;
+      long kept = Measure.usedHeap() - heapBefore;
       System.out.printf("heap_mb=%.0f%n", kept / 1e6);
       System.out.printf("heap_bytes_per_vertex=%.1f%n", (double) kept / vertices);
       query(subtasks, BenchFences.side(fences), points, threads);
@@ -293,28 +288,11 @@ public final class SegmentBenchmark {
     }
   }
 
-  private static long usedHeap() {
-    return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
-  }
-
-  /** Stop-the-world collections only: G1's concurrent cycle runs beside the application. */
   private static long pauseMillis() {
-    long millis = 0;
-    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
-      if (!gc.getName().contains("Concurrent")) {
-        millis += gc.getCollectionTime();
-      }
-    }
-    return millis;
+    return Measure.pauses(GarbageCollectorMXBean::getCollectionTime);
   }
 
   private static long pauseCount() {
-    long count = 0;
-    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
-      if (!gc.getName().contains("Concurrent")) {
-        count += gc.getCollectionCount();
-      }
-    }
-    return count;
+    return Measure.pauses(GarbageCollectorMXBean::getCollectionCount);
   }
 }

@@ -7,6 +7,7 @@ import dev.geofence.state.geom.OutwardFloats;
 import dev.geofence.state.geom.PointInFence;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.DoubleBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -227,24 +228,24 @@ public final class FenceSegment {
     stored.forEach(f -> out.putLong(f.seq()));
     stored.forEach(f -> out.putLong(f.commitLsn()));
     stored.forEach(f -> out.putLong(f.commitTime()));
-    for (Entry f : stored) {
-      FenceGeometry g = f.geometry();
-      if (g == null) {
-        out.putDouble(Double.POSITIVE_INFINITY).putDouble(Double.POSITIVE_INFINITY)
-            .putDouble(Double.NEGATIVE_INFINITY).putDouble(Double.NEGATIVE_INFINITY);
-      } else {
-        out.putDouble(OutwardFloats.below(g.minX())).putDouble(OutwardFloats.below(g.minY()))
-            .putDouble(OutwardFloats.above(g.maxX())).putDouble(OutwardFloats.above(g.maxY()));
-      }
+    // Rounded once: the grid is built over the box as stored.
+    double[] boxes = new double[4 * n];
+    for (int i = 0; i < n; i++) {
+      FenceGeometry g = stored.get(i).geometry();
+      boolean none = g == null;
+      boxes[4 * i] = none ? Double.POSITIVE_INFINITY : OutwardFloats.below(g.minX());
+      boxes[4 * i + 1] = none ? Double.POSITIVE_INFINITY : OutwardFloats.below(g.minY());
+      boxes[4 * i + 2] = none ? Double.NEGATIVE_INFINITY : OutwardFloats.above(g.maxX());
+      boxes[4 * i + 3] = none ? Double.NEGATIVE_INFINITY : OutwardFloats.above(g.maxY());
+      out.putDouble(boxes[4 * i]).putDouble(boxes[4 * i + 1]).putDouble(boxes[4 * i + 2]).putDouble(boxes[4 * i + 3]);
     }
     long[] grid = new long[CoverageGrid.COARSE_WORDS];
-    for (Entry f : stored) {
-      FenceGeometry g = f.geometry();
+    for (int i = 0; i < n; i++) {
+      FenceGeometry g = stored.get(i).geometry();
       Arrays.fill(grid, 0L);
       // Zeros send every point to the kernel: a small fence gains nothing from a grid.
       if (g != null && g.vertexCount() >= CoverageGrid.MIN_VERTICES) {
-        CoverageGrid.build(g, OutwardFloats.below(g.minX()), OutwardFloats.below(g.minY()),
-            OutwardFloats.above(g.maxX()), OutwardFloats.above(g.maxY()), CoverageGrid.COARSE, grid, 0);
+        CoverageGrid.build(g, boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3], CoverageGrid.COARSE, grid, 0);
       }
       for (long word : grid) {
         out.putLong(word);
@@ -301,11 +302,11 @@ public final class FenceSegment {
     for (byte[] name : tenantNames) {
       out.putInt(name.length).put(name);
     }
+    // Straight from each geometry's array, as the job's serializer writes them: no copy per fence.
+    DoubleBuffer coordinates = out.asDoubleBuffer();
     for (Entry f : stored) {
       if (f.geometry() != null) {
-        for (double c : f.geometry().coordinates()) {
-          out.putDouble(c);
-        }
+        f.geometry().putCoordinates(coordinates);
       }
     }
     byte[] bytes = out.array();
