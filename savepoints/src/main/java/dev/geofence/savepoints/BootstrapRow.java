@@ -10,8 +10,9 @@ import dev.geofence.state.snapshot.SnapshotFence;
 /**
  * One record a bootstrap writes into the fence index's state: a change as the operator would apply
  * it (a fence, a bucket fingerprint, a key group's stream position), for a fence imported from a
- * snapshot file its geometry as the job held it (flat arrays, as {@link FenceGeometry}'s), or the
- * objects inside an imported fence with since when. A Flink POJO.
+ * snapshot file its geometry as the job held it (flat arrays, as {@link FenceGeometry}'s), the
+ * objects inside an imported fence with since when, or a bucket's fences as its segment (what
+ * {@link FenceStateBootstrapper#inSegments} makes of the fence rows). A Flink POJO.
  */
 public class BootstrapRow {
 
@@ -23,6 +24,9 @@ public class BootstrapRow {
   public int[] polygonStarts;
   public String[] memberIds;
   public long[] memberSince;
+  /** For a bucket's fences: the bucket, and the fences as its segment's bytes (and no change). */
+  public int bucket;
+  public byte[] segment;
 
   public BootstrapRow() {}
 
@@ -47,6 +51,14 @@ public class BootstrapRow {
     return row;
   }
 
+  /** A bucket's fences as one segment. */
+  static BootstrapRow segment(int bucket, byte[] segment) {
+    BootstrapRow row = new BootstrapRow();
+    row.bucket = bucket;
+    row.segment = segment;
+    return row;
+  }
+
   /** The objects inside a fence of a snapshot file, or null if there are none. */
   static BootstrapRow membersOf(SnapshotFence fence) {
     if (fence.memberIds() == null || fence.memberIds().length == 0) {
@@ -60,12 +72,15 @@ public class BootstrapRow {
   }
 
   /**
-   * The key the operator holds this row's state under: a fence's version in its bucket's map, the
-   * objects inside a fence under the fence's own key, fingerprints and positions under the bucket's.
+   * The key the operator holds this row's state under: a bucket's segment, fingerprint and a key
+   * group's position under the bucket's, the objects inside a fence under the fence's own key.
    */
   FenceKey key() {
     if (membersOf != null) {
       return new FenceKey(membersOf);
+    }
+    if (segment != null) {
+      return FenceKey.ofBucket(bucket);
     }
     return change.kind == FenceChange.Kind.FENCE ? FenceKey.ofBucket(FenceBuckets.of(change.fenceId)) : FenceKey.of(change);
   }

@@ -11,6 +11,12 @@ import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.checksum.FenceBuckets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.ValueState;
@@ -18,32 +24,51 @@ import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
 
 /**
  * Writes the fence index's keyed state from the rows of a consistent read of the source, as the
- * operator itself would hold them after applying those rows as snapshot edits: each fence with its
- * decoded geometry (none if it does not decode: the job would have refused it), each tombstone,
- * each bucket's fingerprint with its version, each key group's stream position, and (imported from
- * a snapshot file) each fence's geometry as the job held it and the objects inside it.
+ * operator itself would hold them after applying those rows as snapshot edits: each bucket's
+ * fences as its segment ({@link #inSegments}: each fence with its decoded geometry, none if it does
+ * not decode, as the job would have refused it; each tombstone), each bucket's fingerprint with its
+ * version, each key group's stream position, and (imported from a snapshot file) each fence's
+ * geometry as the job held it and the objects inside it.
  */
 final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, BootstrapRow> {
 
   private static final long serialVersionUID = 1L;
 
-  private final GeometryReadOptions geometryOptions;
-  private final GeometryFormat geometryFormat;
-  private transient FenceGeometryReader reader;
-  private transient MapState<String, StoredFence> fences;
+  private transient ValueState<byte[]> segment;
   private transient MapState<String, Long> members;
   private transient ValueState<BucketFingerprint> fingerprint;
   private transient ValueState<StreamPosition> position;
 
-  FenceStateBootstrapper(GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
-    this.geometryOptions = geometryOptions;
-    this.geometryFormat = geometryFormat;
+  /**
+   * The rows with their fences grouped into one segment row per bucket (the other rows as they
+   * are): a segment is written whole, and a bootstrap function sees one row at a time. Of a fence
+   * with a tombstone and a live row (re-created), the higher seq is the fence.
+   */
+  static List<BootstrapRow> inSegments(List<BootstrapRow> rows, GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) {
+    FenceGeometryReader reader = new FenceGeometryReader(geometryOptions);
+    Map<Integer, Map<String, StoredFence>> buckets = new TreeMap<>();
+    List<BootstrapRow> grouped = new ArrayList<>();
+    for (BootstrapRow row : rows) {
+      FenceChange change = row.change;
+      if (row.membersOf != null || change.kind != FenceChange.Kind.FENCE) {
+        grouped.add(row);
+        continue;
+      }
+      Map<String, StoredFence> bucket = buckets.computeIfAbsent(FenceBuckets.of(change.fenceId), b -> new HashMap<>());
+      StoredFence stored = bucket.get(change.fenceId);
+      if (stored == null || stored.seq() < change.seq) {
+        bucket.put(change.fenceId, change.delete
+            ? StoredFence.of(change.seq, true, null, null, change.commitTime)
+            : StoredFence.of(change.seq, false, geometry(row, reader, geometryFormat), change.tenant, change.commitTime));
+      }
+    }
+    buckets.forEach((bucket, fences) -> grouped.add(BootstrapRow.segment(bucket, StoredFence.segment(fences))));
+    return grouped;
   }
 
   @Override
   public void open(OpenContext context) {
-    reader = new FenceGeometryReader(geometryOptions);
-    fences = getRuntimeContext().getMapState(FenceIndexState.fencesStateDescriptor());
+    segment = getRuntimeContext().getState(FenceIndexState.segmentStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexState.membersStateDescriptor());
     fingerprint = getRuntimeContext().getState(FenceIndexState.fingerprintStateDescriptor());
     position = getRuntimeContext().getState(FenceIndexState.positionStateDescriptor());
@@ -57,19 +82,12 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
       }
       return;
     }
+    if (row.segment != null) {
+      segment.update(row.segment);
+      return;
+    }
     FenceChange change = row.change;
     switch (change.kind) {
-      case FENCE: {
-        StoredFence stored = fences.get(change.fenceId);
-        // A re-created fence has a tombstone and a live row: the higher seq is the fence.
-        if (stored != null && stored.seq() > change.seq) {
-          return;
-        }
-        fences.put(change.fenceId, change.delete
-            ? StoredFence.of(change.seq, true, null, null, change.commitTime)
-            : StoredFence.of(change.seq, false, geometry(row), change.tenant, change.commitTime));
-        return;
-      }
       case BUCKET_STATS:
         fingerprint.update(FenceIndexState.fingerprintOf(change));
         return;
@@ -77,12 +95,12 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
         position.update(FenceIndexState.positionOf(change));
         return;
       default:
-        throw new IllegalArgumentException("a bootstrap writes fences, fingerprints and positions, not " + change.kind);
+        throw new IllegalArgumentException("a bootstrap writes segments, fingerprints and positions, not " + change.kind);
     }
   }
 
   /** An imported fence's geometry as the job held it, or a source row's geometry decoded as the job decodes it. */
-  private FenceGeometry geometry(BootstrapRow row) {
+  private static FenceGeometry geometry(BootstrapRow row, FenceGeometryReader reader, GeometryFormat geometryFormat) {
     if (row.coordinates != null) {
       return FenceGeometry.fromArrays(row.coordinates, row.ringStarts, row.polygonStarts);
     }

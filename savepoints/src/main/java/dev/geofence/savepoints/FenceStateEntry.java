@@ -2,13 +2,14 @@ package dev.geofence.savepoints;
 
 /**
  * One entry of the fence index's keyed state, as a savepoint holds it: a fence (live, a tombstone,
- * or of a format this release cannot read), the objects inside a fence, a bucket's fingerprint, or
- * a key group's stream position. A Flink POJO.
+ * or of a format this release cannot read; from its bucket's segment or its overlay), a bucket's
+ * segment (how many fences it holds, or that it cannot be read), the objects inside a fence, a
+ * bucket's fingerprint, or a key group's stream position. A Flink POJO.
  */
 public class FenceStateEntry {
 
   /** What the key holds. */
-  public enum Kind { FENCE, MEMBERS, BUCKET_STATS, STREAM_POSITION }
+  public enum Kind { FENCE, SEGMENT, MEMBERS, BUCKET_STATS, STREAM_POSITION }
 
   public Kind kind;
   /** The fence id; for bucket stats and stream positions, the bucket or key group. */
@@ -17,6 +18,8 @@ public class FenceStateEntry {
   public long seq;
   public boolean live;
   public boolean unreadable;
+  /** For a fence: whether its version in force is its bucket's segment's (not the overlay's). */
+  public boolean inSegment;
   public long vertices;
   public long lsn;
   public long commitTime;
@@ -29,7 +32,7 @@ public class FenceStateEntry {
   public long members;
   public String[] memberIds;
   public long[] memberSince;
-  /** For bucket stats: the source's count and checksum of the bucket. */
+  /** For bucket stats: the source's count and checksum of the bucket; for a segment, the fences it holds. */
   public long fenceCount;
   public long checksum;
 

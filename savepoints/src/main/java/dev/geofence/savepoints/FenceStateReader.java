@@ -6,7 +6,9 @@ import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.ledger.BucketFingerprint;
 import dev.geofence.state.readiness.StreamPosition;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.flink.api.common.state.MapState;
@@ -18,7 +20,8 @@ import org.apache.flink.util.Collector;
 
 /**
  * Reads the fence index operator's keyed state with the job's own descriptors and serializers, one
- * {@link FenceStateEntry} per state a key holds.
+ * {@link FenceStateEntry} per state a key holds: for a bucket, one per fence in force (its
+ * segment's, unless its overlay holds a newer version).
  */
 final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceStateEntry> {
 
@@ -27,6 +30,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   private final int maxParallelism;
   private final boolean withGeometry;
   private transient MapState<String, StoredFence> fences;
+  private transient ValueState<byte[]> segment;
   /** Fences as releases before the per-bucket maps kept them, one per fence key. */
   private transient ValueState<StoredFence> fence;
   private transient MapState<String, Long> members;
@@ -47,6 +51,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @Override
   public void open(Configuration parameters) {
     fences = getRuntimeContext().getMapState(FenceIndexState.fencesStateDescriptor());
+    segment = getRuntimeContext().getState(FenceIndexState.segmentStateDescriptor());
     fence = getRuntimeContext().getState(FenceIndexState.fenceStateDescriptor());
     members = getRuntimeContext().getMapState(FenceIndexState.membersStateDescriptor());
     fingerprint = getRuntimeContext().getState(FenceIndexState.fingerprintStateDescriptor());
@@ -58,9 +63,30 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   @Override
   public void readKey(FenceKey key, Context context, Collector<FenceStateEntry> out) throws Exception {
     int keyGroup = KeyGroupRangeAssignment.assignToKeyGroup(key, maxParallelism);
+    Map<String, StoredFence> overlay = new LinkedHashMap<>();
     for (Map.Entry<String, StoredFence> stored : fences.entries()) {
-      out.collect(fence(stored.getKey(), stored.getValue(), keyGroup));
+      overlay.put(stored.getKey(), stored.getValue());
     }
+    byte[] bytes = segment.value();
+    if (bytes != null) {
+      FenceStateEntry held = entry(FenceStateEntry.Kind.SEGMENT, Integer.toString(key.bucket()), keyGroup);
+      FenceSegment read = null;
+      try {
+        read = FenceSegment.read(bytes);
+        held.fenceCount = read.size();
+      } catch (IllegalArgumentException unreadable) {
+        held.unreadable = true;
+      }
+      out.collect(held);
+      for (int i = 0; read != null && i < read.size(); i++) {
+        if (!overlay.containsKey(read.id(i))) {
+          FenceStateEntry entry = fence(read.id(i), StoredFence.of(read, i), keyGroup);
+          entry.inSegment = true;
+          out.collect(entry);
+        }
+      }
+    }
+    overlay.forEach((id, stored) -> out.collect(fence(id, stored, keyGroup)));
     StoredFence legacy = fence.value();
     if (legacy != null) {
       out.collect(fence(key.id, legacy, keyGroup));

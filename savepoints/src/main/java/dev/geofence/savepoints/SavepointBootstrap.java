@@ -93,9 +93,9 @@ public final class SavepointBootstrap {
     env.setRuntimeMode(RuntimeExecutionMode.BATCH);
     SavepointWriter.newSavepoint(env, new HashMapStateBackend(), maxParallelism)
         .withOperator(OperatorIdentifier.forUid(Uids.FENCE_INDEX),
-            OperatorTransformation.bootstrapWith(env.fromData(rows))
+            OperatorTransformation.bootstrapWith(env.fromData(FenceStateBootstrapper.inSegments(rows, geometryOptions, geometryFormat)))
                 .keyBy(BootstrapRow::key, TypeInformation.of(FenceKey.class))
-                .transform(new FenceStateBootstrapper(geometryOptions, geometryFormat)))
+                .transform(new FenceStateBootstrapper()))
         .write(output);
     env.execute("bootstrap " + output);
   }

@@ -36,6 +36,10 @@ final class SavepointExport {
         buckets.add(new SnapshotBucket(Integer.parseInt(entry.id), entry.fenceCount, entry.checksum, entry.seq));
       }
     }, progress);
+    if (inspection.unreadableSegments > 0) {
+      throw new IllegalArgumentException(inspection.unreadableSegments + " bucket segments of the savepoint cannot be read (damaged, or of "
+          + "another format): their fences are unknown");
+    }
     if (inspection.unreadable > 0) {
       throw new IllegalArgumentException(inspection.unreadable + " fences of the savepoint are of a state format this release cannot read");
     }

@@ -10,6 +10,7 @@ import dev.geofence.job.operator.StoredFenceSerializer;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
 import dev.geofence.state.readiness.Lsn;
+import dev.geofence.state.segment.FenceSegment;
 import java.io.PrintStream;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -32,8 +33,9 @@ import org.apache.flink.util.CloseableIterator;
  * What a savepoint of the job holds of its fence index (issue 5, {@code inspect}): the live fences
  * and tombstones, their count and checksum as {@code fence_stats} computes them, the stream
  * position it was taken at and that position's commit time, the fences per key group and per
- * subtask at a given parallelism, the vertex total, the membership rows, and how many stored fences
- * are of a format this release cannot read. Read with Flink's State Processor API and the job's
+ * subtask at a given parallelism, the vertex total, the membership rows, how the fences are held
+ * (buckets' segments, and the overlays of edits since), and how many stored fences or segments are
+ * of a format this release cannot read. Read with Flink's State Processor API and the job's
  * own state descriptors.
  */
 public final class SavepointInspection {
@@ -44,6 +46,11 @@ public final class SavepointInspection {
   public long fences;
   public long tombstones;
   public long unreadable;
+  /** Buckets held as a segment, and of those, how many cannot be read (their fences are not counted). */
+  public long segments;
+  public long unreadableSegments;
+  /** Fences whose version in force is in an overlay (edited since their bucket's segment was written, or no segment). */
+  public long overlayFences;
   public long vertices;
   public long memberships;
   public long checksum;
@@ -132,9 +139,14 @@ public final class SavepointInspection {
     if (entry.kind == FenceStateEntry.Kind.MEMBERS) {
       memberships += entry.members;
     }
+    if (entry.kind == FenceStateEntry.Kind.SEGMENT) {
+      segments++;
+      unreadableSegments += entry.unreadable ? 1 : 0;
+    }
     if (entry.kind != FenceStateEntry.Kind.FENCE) {
       return;
     }
+    overlayFences += entry.inSegment ? 0 : 1;
     if (entry.unreadable) {
       unreadable++;
     } else if (entry.live) {
@@ -160,8 +172,13 @@ public final class SavepointInspection {
     out.append(String.format(Locale.ROOT, "memberships        %,d (object inside fence)%n", memberships));
     out.append(String.format(Locale.ROOT, "stream position    %s, committed %s (%s ago)%n", Lsn.format(restoredLsn),
         java.time.Instant.ofEpochMilli(restoredCommitTime), java.time.Duration.ofMillis(Math.max(0, now - restoredCommitTime))));
-    out.append(String.format(Locale.ROOT, "state format       %d%s%n", StoredFenceSerializer.FORMAT_VERSION,
-        unreadable == 0 ? "" : String.format(Locale.ROOT, ", but %,d fences of a format this release cannot read", unreadable)));
+    out.append(String.format(Locale.ROOT, "held as            %,d bucket segments, %,d fences in overlays%n", segments, overlayFences));
+    out.append(String.format(Locale.ROOT, "state format       fences %d, segments %d%s%s%n", StoredFenceSerializer.FORMAT_VERSION,
+        FenceSegment.FORMAT_VERSION,
+        unreadable == 0 ? "" : String.format(Locale.ROOT, ", but %,d fences of a format this release cannot read", unreadable),
+        unreadableSegments == 0 ? ""
+            : String.format(Locale.ROOT, ", but %,d bucket segments this release cannot read (damaged, or of another format)",
+                unreadableSegments)));
     out.append(String.format(Locale.ROOT, "key groups         %d (max parallelism)%n", maxParallelism));
     out.append(String.format(Locale.ROOT, "per subtask at parallelism %d:%n", parallelism));
     for (int i = 0; i < parallelism; i++) {
@@ -185,6 +202,10 @@ public final class SavepointInspection {
     root.put("age_ms", Math.max(0, now - restoredCommitTime));
     root.put("state_format", StoredFenceSerializer.FORMAT_VERSION);
     root.put("unreadable_fences", unreadable);
+    root.put("segment_format", FenceSegment.FORMAT_VERSION);
+    root.put("segments", segments);
+    root.put("unreadable_segments", unreadableSegments);
+    root.put("overlay_fences", overlayFences);
     root.put("max_parallelism", maxParallelism);
     root.put("parallelism", parallelism);
     ArrayNode subtasks = root.putArray("fences_per_subtask");

@@ -34,6 +34,11 @@ class SavepointToolsITCase extends EndToEndFixture {
     assertThat(inspection.checksum).isEqualTo(queryLong("SELECT checksum FROM fence_stats"));
     assertThat(inspection.tombstones).isEqualTo(queryLong("SELECT count(*) FROM fence_tombstones"));
     assertThat(inspection.unreadable).isZero();
+    // A savepoint taken once the index is ready folds every bucket's overlay due into its segment:
+    // with a few fences per bucket, all of them.
+    assertThat(inspection.segments).as("buckets held as segments").isPositive();
+    assertThat(inspection.unreadableSegments).isZero();
+    assertThat(inspection.overlayFences).isZero();
     assertThat(inspection.vertices).isEqualTo(fences.values().stream().filter(g -> g != null).mapToLong(g -> g.getNumPoints()).sum());
     assertThat(inspection.memberships).isEqualTo(queryLong("SELECT count(*) FROM geofence_presence"));
     assertThat(inspection.fencesPerSubtask).hasSize(3);
@@ -45,7 +50,9 @@ class SavepointToolsITCase extends EndToEndFixture {
     JsonNode json = new ObjectMapper().readTree(inspection.json(System.currentTimeMillis()));
     assertThat(json.get("fences").asLong()).isEqualTo(inspection.fences);
     assertThat(json.get("stream_lsn").asText()).isEqualTo(Lsn.format(inspection.restoredLsn));
-    assertThat(inspection.table(System.currentTimeMillis())).contains("live", "subtask 2");
+    assertThat(json.get("segments").asLong()).isEqualTo(inspection.segments);
+    assertThat(inspection.table(System.currentTimeMillis())).contains("live", "subtask 2",
+        String.format(java.util.Locale.ROOT, "%,d bucket segments, 0 fences in overlays", inspection.segments));
 
     // The command line, as users run it.
     assertThat(command(new String[] {"inspect", savepoint, "--json"})).startsWith("0 {");
@@ -94,6 +101,8 @@ class SavepointToolsITCase extends EndToEndFixture {
     assertThat(written.tombstones).as("deleted and not re-created")
         .isEqualTo(queryLong("SELECT count(*) FROM fence_tombstones t WHERE NOT EXISTS (SELECT 1 FROM fences f WHERE f.id = t.id)"));
     assertThat(written.vertices).isEqualTo(fences.values().stream().filter(g -> g != null).mapToLong(g -> g.getNumPoints()).sum());
+    assertThat(written.segments).as("every bucket's fences written as its segment").isPositive();
+    assertThat(written.overlayFences).isZero();
 
     // Edits after the bootstrap's read: the restored job catches up on them from the slot.
     placeFences(0, 5);
@@ -134,6 +143,8 @@ class SavepointToolsITCase extends EndToEndFixture {
     assertThat(copy.memberships).isPositive().isEqualTo(original.memberships);
     assertThat(copy.restoredLsn).isEqualTo(original.restoredLsn);
     assertThat(copy.bucketVersions).isEqualTo(original.bucketVersions);
+    assertThat(copy.segments).isPositive();
+    assertThat(copy.overlayFences).isZero();
 
     placeFences(0, 5);
     deleteFences(5, 8);

@@ -1,5 +1,6 @@
 package dev.geofence.job.index;
 
+import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.readiness.Readiness;
@@ -16,7 +17,7 @@ final class FenceIndexGauges {
 
   private FenceIndexGauges() {}
 
-  static void register(MetricGroup group, FenceLedger ledger, Readiness readiness, EventClock clock, Admission admission,
+  static void register(MetricGroup group, FenceLedger ledger, FenceIndexState keyed, Readiness readiness, EventClock clock, Admission admission,
       WarmUp warmUp, HydrationRecorder recorder) {
     FenceSet fences = ledger.fences();
     group.gauge(FenceIndexMetrics.FENCES_LOADED, () -> fences.liveCount());
@@ -39,6 +40,7 @@ final class FenceIndexGauges {
     counter(group, FenceIndexMetrics.TOO_LATE_LOCATIONS, admission::tooLateCount);
     counter(group, FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, admission::outOfOrderCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD, warmUp::rereadCount);
+    counter(group, FenceIndexMetrics.SEGMENTS_REWRITTEN, keyed::segmentsRewrittenCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED, warmUp::rereadUnmatchedCount);
     counter(group, FenceIndexMetrics.EDITS_APPLIED, fences::appliedCount);
     counter(group, FenceIndexMetrics.EDITS_DUPLICATE, fences::duplicateCount);

@@ -48,6 +48,11 @@ public final class FenceIndexMetrics {
    * or did not reach the source for: each is tried again with backoff. Alert when it grows.
    */
   public static final String BUCKETS_REREAD_UNMATCHED = "buckets_reread_unmatched";
+  /**
+   * Buckets whose fences were written as a new segment at a checkpoint, the overlay of their edits
+   * folded in (docs/design.md, "The snapshot as the index").
+   */
+  public static final String SEGMENTS_REWRITTEN = "fence_segments_rewritten";
 
   private FenceIndexMetrics() {}
 }

@@ -27,7 +27,9 @@ import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
 import org.apache.flink.api.common.operators.MailboxExecutor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.runtime.checkpoint.CheckpointOptions;
 import org.apache.flink.runtime.operators.coordination.OperatorEventGateway;
+import org.apache.flink.runtime.state.CheckpointStreamFactory;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.StateInitializationContext;
@@ -36,6 +38,7 @@ import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.OperatorSnapshotFutures;
 import org.apache.flink.streaming.api.operators.StreamTaskStateInitializer;
 import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
@@ -97,6 +100,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private FenceIndexState.Writing writing = FenceIndexState.Writing.CURRENT;
 
   private transient FenceIndexState keyed;
+  /** Whether the snapshot being taken is a savepoint. */
+  private transient boolean savepoint;
   private transient FenceIndexUnionState union;
   private transient FenceLedger ledger;
   private transient EditDecoder decoder;
@@ -206,7 +211,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       readiness.loadFromSource();
     }
     recorder.restored(context.isRestored());
-    FenceIndexGauges.register(getMetricGroup(), ledger, readiness, clock, admission, warmUp, recorder);
+    FenceIndexGauges.register(getMetricGroup(), ledger, keyed, readiness, clock, admission, warmUp, recorder);
   }
 
   @Override
@@ -231,10 +236,25 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     locations.reportHold();
   }
 
+  /** Notes whether this snapshot is a savepoint, which the state-only call below is not told. */
+  @Override
+  public OperatorSnapshotFutures snapshotState(long checkpointId, long timestamp, CheckpointOptions checkpointOptions,
+      CheckpointStreamFactory factory) throws Exception {
+    savepoint = checkpointOptions.getCheckpointType().isSavepoint();
+    return super.snapshotState(checkpointId, timestamp, checkpointOptions, factory);
+  }
+
   @Override
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
     ledger.checkpoint();
+    // Segments are rewritten only once the index is ready: a load's or a rebuild's overlays grow
+    // bucket by bucket until then, and each would be rewritten many times over. A savepoint holds
+    // the whole state anyway, and the restore that reads it should find segments: it rewrites
+    // every bucket due, a checkpoint only a budget of them.
+    if (readiness.ready()) {
+      keyed.rewriteSegments(!savepoint);
+    }
     // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
     // stream will bring again: restored, it is read again, as a rebuild.
     String untrusted = readiness.distrust() != null ? readiness.distrust() : readiness.loading() ? INCOMPLETE_LOAD : null;
@@ -383,13 +403,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   View view() {
     Admission admission = locations.admission();
     return new View(recorder.phase(), ledger.fences(), warmUp.running(), ledger.history().versions(), admission.lateCount(),
-        admission.tooLateCount(), admission.outOfOrderCount(), keyed.movedFromPerFenceLayout());
+        admission.tooLateCount(), admission.outOfOrderCount(), keyed.movedFromPerFenceLayout(), keyed.segmentsRewrittenCount());
   }
 
   /**
    * @param recovering whether a gap check or a read of the source is under way
    * @param movedFromPerFenceLayout how many fences the restore moved from the per-fence layout into the bucket maps
+   * @param segmentsRewritten how many buckets' segments the snapshots of this subtask wrote
    */
   record View(LoadPhase phase, FenceSet fences, boolean recovering, long historyVersions, long lateLocations,
-      long tooLateLocations, long outOfOrderLocations, int movedFromPerFenceLayout) {}
+      long tooLateLocations, long outOfOrderLocations, int movedFromPerFenceLayout, long segmentsRewritten) {}
 }

@@ -10,6 +10,7 @@ import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.readiness.StreamPosition;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -27,6 +28,9 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
 
   /** A fence read back, with the bucket it was stored in. */
   private record Read(int bucket, String fenceId, StoredFence stored) {}
+
+  /** A bucket's segment read back. */
+  private record ReadSegment(int bucket, FenceSegment segment) {}
 
   /**
    * Reads everything the keyed state of these key groups holds ({@code restored}: there is any),
@@ -64,11 +68,22 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
 
   private void readKeyed(boolean restored, int maxParallelism, KeyGroupRange own) throws Exception {
     List<Read> fences = new ArrayList<>();
+    List<ReadSegment> segments = new ArrayList<>();
     if (restored) {
       recorder.restoring();
     }
     List<Integer> readFingerprints = new ArrayList<>();
     FenceIndexState.Restored into = new FenceIndexState.Restored() {
+      @Override
+      public void segment(int bucket, FenceSegment segment) {
+        segments.add(new ReadSegment(bucket, segment));
+      }
+
+      @Override
+      public void unreadableSegment(int bucket, String reason) {
+        readiness.distrust("bucket " + bucket + "'s restored fence segment cannot be read: " + reason);
+      }
+
       @Override
       public void fence(int bucket, String fenceId, StoredFence stored) {
         if (stored.unreadable()) {
@@ -126,6 +141,18 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
     keyed.readFences(maxParallelism, own, into);
     if (restored) {
       recorder.fencesRestored();
+    }
+    // A bucket's segment first: the fences of its overlay replace the segment's versions.
+    for (ReadSegment read : segments) {
+      FenceSegment segment = read.segment();
+      long lsn = 0;
+      long time = 0;
+      for (int i = 0; i < segment.size(); i++) {
+        lsn = Long.compareUnsigned(segment.commitLsn(i), lsn) > 0 ? segment.commitLsn(i) : lsn;
+        time = Math.max(time, segment.commitTime(i));
+      }
+      readiness.streamed(lsn, time);
+      ledger.restore(read.bucket(), segment);
     }
     for (Read read : fences) {
       readiness.streamed(read.stored().commitLsn(), read.stored().commitTime());

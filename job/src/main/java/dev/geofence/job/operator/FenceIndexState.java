@@ -7,8 +7,11 @@ import dev.geofence.state.ledger.LedgerStore;
 import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.readiness.StreamPosition;
+import dev.geofence.state.segment.CoordinateArena;
+import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -23,6 +26,7 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.common.typeutils.base.array.BytePrimitiveArraySerializer;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.common.typeutils.base.StringSerializer;
 import org.apache.flink.runtime.state.KeyGroupRange;
@@ -37,7 +41,13 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
  * fence ledger's {@link LedgerStore} and the evaluation's {@link Membership}. The savepoint tools
  * read and write the same state through the descriptors here.
  *
- * <p>A bucket's key holds the bucket's fences (a map by fence id) and its fingerprint as streamed;
+ * <p>A bucket's key holds the bucket's fences and its fingerprint as streamed. Its fences are one
+ * {@link FenceSegment} (written whole, read in place by the index) and an overlay, a map by fence
+ * id of the versions stored since the segment was written; {@link #rewriteSegments} folds an overlay
+ * into a new segment once it holds more than a quarter of the segment's fences (design.md, "The
+ * snapshot as the index"; ADR 0011).
+ *
+ * <p>Beside the bucket's state,
  * a key group's key (a heartbeat's) how far the stream had been read; a fence's key the objects
  * inside the fence, its changes queued for the clock, its deletes whose EXITs wait, and the
  * versions it had within the allowed lateness.
@@ -53,6 +63,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
 
   private static final String FENCE_STATE = "fence";
   private static final String FENCES_STATE = "fences";
+  private static final String SEGMENT_STATE = "fence-segment";
   private static final String MEMBERS_STATE = "members";
   private static final String FINGERPRINT_STATE = "bucket-fingerprint";
   private static final String POSITION_STATE = "stream-at";
@@ -70,6 +81,14 @@ public final class FenceIndexState implements LedgerStore, Membership {
    */
   public static MapStateDescriptor<String, StoredFence> fencesStateDescriptor() {
     return new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, StoredFenceSerializer.INSTANCE);
+  }
+
+  /**
+   * Each bucket's fences as one segment's bytes (format {@value FenceSegment#FORMAT_VERSION}, checked by
+   * CRC-32C): those not in the bucket's overlay, {@link #fencesStateDescriptor()}.
+   */
+  public static ValueStateDescriptor<byte[]> segmentStateDescriptor() {
+    return new ValueStateDescriptor<>(SEGMENT_STATE, BytePrimitiveArraySerializer.INSTANCE);
   }
 
   /**
@@ -129,8 +148,20 @@ public final class FenceIndexState implements LedgerStore, Membership {
     return new MapStateDescriptor<>(PENDING_EXITS_STATE, Types.LONG, Types.LONG);
   }
 
-  /** What a restore finds besides the ledger's: who is inside which fence, and how far the stream had been read. */
+  /**
+   * What a restore finds besides the ledger's: buckets' segments, who is inside which fence, and how
+   * far the stream had been read.
+   */
   public interface Restored extends LedgerStore.Restored {
+    /** A bucket's segment, read before its overlay's fences: those replace the segment's versions. */
+    void segment(int bucket, FenceSegment segment);
+
+    /**
+     * A bucket's segment that cannot be read (another format, or damaged): it is dropped, so the
+     * bucket holds its overlay alone until a rebuild reads its fences again.
+     */
+    void unreadableSegment(int bucket, String reason);
+
     void member(String fenceId, String objectId);
 
     void position(StreamPosition position);
@@ -141,6 +172,12 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private final boolean previousLayout;
   private final ValueState<StoredFence> fence;
   private final MapState<String, StoredFence> fences;
+  private final ValueState<byte[]> segment;
+  private final boolean segments;
+  /** Per bucket: the fences in its segment, and the puts into its overlay since (a bound on the overlay's size). */
+  private final int[] segmentSizes = new int[FenceBuckets.COUNT];
+  private final int[] overlayPuts = new int[FenceBuckets.COUNT];
+  private long segmentsRewritten;
   private final MapState<String, Long> members;
   private final ListState<Queued> queued;
   private final ListState<FenceChange> legacyPendingEdits;
@@ -165,15 +202,28 @@ public final class FenceIndexState implements LedgerStore, Membership {
   static final int MAX_UNWRITTEN = 65_536;
 
   /**
+   * The most fences {@link #rewriteSegments} writes as segments in one checkpoint: once the index
+   * is loaded, every bucket's overlay holds all its fences, and writing them all at once would put
+   * the whole index (gigabytes at a million fences) into one checkpoint.
+   */
+  static final int MAX_REWRITTEN = 65_536;
+
+  /**
    * How the state is written: this release's layout, except in tests of restoring what another
    * release wrote.
    *
    * @param fenceFormat the format version fences are written in
    * @param previousLayout whether to write as releases before the per-bucket maps, the state's own record types and the
    *     packed objects' times did
+   * @param segments whether to write buckets' segments, which releases before them did not
    */
-  public record Writing(byte fenceFormat, boolean previousLayout) implements java.io.Serializable {
-    public static final Writing CURRENT = new Writing(StoredFenceSerializer.FORMAT_VERSION, false);
+  public record Writing(byte fenceFormat, boolean previousLayout, boolean segments) implements java.io.Serializable {
+    public static final Writing CURRENT = new Writing(StoredFenceSerializer.FORMAT_VERSION, false, true);
+
+    /** As a release before segments wrote. */
+    public Writing(byte fenceFormat, boolean previousLayout) {
+      this(fenceFormat, previousLayout, false);
+    }
   }
 
   public FenceIndexState(KeyedStateStore store, KeyedStateBackend<FenceKey> backend, Writing writing) {
@@ -181,8 +231,10 @@ public final class FenceIndexState implements LedgerStore, Membership {
     this.fenceSerializer = writing.fenceFormat() == StoredFenceSerializer.FORMAT_VERSION ? StoredFenceSerializer.INSTANCE
         : new StoredFenceSerializer(writing.fenceFormat());
     this.previousLayout = writing.previousLayout();
+    this.segments = writing.segments() && !previousLayout;
     fence = store.getState(new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer));
     fences = store.getMapState(new MapStateDescriptor<>(FENCES_STATE, StringSerializer.INSTANCE, fenceSerializer));
+    segment = store.getState(segmentStateDescriptor());
     members = store.getMapState(membersStateDescriptor());
     queued = store.getListState(queuedStateDescriptor());
     legacyPendingEdits = store.getListState(legacyPendingEditsStateDescriptor());
@@ -197,17 +249,34 @@ public final class FenceIndexState implements LedgerStore, Membership {
   // ---- restore -------------------------------------------------------------------------------------
 
   /**
-   * Reads the stored version of every fence in the buckets of these key groups, then moves fences
-   * of the per-fence layout into their buckets' maps (once; the next checkpoint carries the move)
-   * and reads them too.
+   * Reads the stored version of every fence in the buckets of these key groups (each bucket's
+   * segment, then its overlay), then moves fences of the per-fence layout into their buckets' maps
+   * (once; the next checkpoint carries the move) and reads them too.
    */
   public void readFences(int maxParallelism, KeyGroupRange keyGroups, Restored restored) throws Exception {
+    // One arena for all the subtask's segments: their coordinates in a few big chunks.
+    CoordinateArena arena = new CoordinateArena();
     // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
     // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile.
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
       if (FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup())) {
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
+        byte[] bytes = segment.value();
+        if (bytes != null) {
+          FenceSegment read = null;
+          try {
+            read = FenceSegment.read(bytes, arena);
+          } catch (IllegalArgumentException unreadable) {
+            segment.clear();
+            restored.unreadableSegment(bucket, unreadable.getMessage());
+          }
+          if (read != null) {
+            segmentSizes[bucket] = read.size();
+            restored.segment(bucket, read);
+          }
+        }
         for (Map.Entry<String, StoredFence> stored : fences.entries()) {
+          overlayPuts[bucket]++;
           restored.fence(bucket, stored.getKey(), stored.getValue());
         }
       }
@@ -318,11 +387,26 @@ public final class FenceIndexState implements LedgerStore, Membership {
     holdBack(fenceId, stored);
   }
 
+  /**
+   * Looks in what is held back, then the bucket's overlay, then its segment: read whole, which the
+   * ledger asks only of a fence the index does not hold (a tombstone, or a refused geometry).
+   */
   @Override
   public String storedTenant(String fenceId) throws Exception {
-    StoredFence stored = unwrittenFences.containsKey(fenceId) ? unwrittenFences.get(fenceId)
-        : withKey(bucketKey(fenceId), () -> fences.get(fenceId));
-    return stored == null ? null : stored.tenant();
+    if (unwrittenFences.containsKey(fenceId)) {
+      StoredFence held = unwrittenFences.get(fenceId);
+      return held == null ? null : held.tenant();
+    }
+    return withKey(bucketKey(fenceId), () -> {
+      StoredFence stored = fences.get(fenceId);
+      if (stored != null) {
+        return stored.tenant();
+      }
+      byte[] bytes = segment.value();
+      FenceSegment read = bytes == null ? null : FenceSegment.read(bytes);
+      int i = read == null ? -1 : read.positionOf(fenceId);
+      return i < 0 ? null : read.tenant(i);
+    });
   }
 
   @Override
@@ -360,11 +444,13 @@ public final class FenceIndexState implements LedgerStore, Membership {
     }
     FenceKey key = backend.getCurrentKey();
     for (Map.Entry<String, StoredFence> held : unwrittenFences.entrySet()) {
-      backend.setCurrentKey(bucketKey(held.getKey()));
+      FenceKey bucket = bucketKey(held.getKey());
+      backend.setCurrentKey(bucket);
       if (held.getValue() == null) {
         fences.remove(held.getKey());
       } else {
         fences.put(held.getKey(), held.getValue());
+        overlayPuts[bucket.bucket()]++;
       }
     }
     for (Map.Entry<Integer, BucketFingerprint> held : unwrittenFingerprints.entrySet()) {
@@ -376,6 +462,70 @@ public final class FenceIndexState implements LedgerStore, Membership {
     if (key != null) {
       backend.setCurrentKey(key);
     }
+  }
+
+  /**
+   * Folds the overlays of the buckets whose overlay holds more than a quarter of their segment's
+   * fences (or any, for a bucket with fewer than four) into new segments, the largest overlays
+   * first: called after {@link #flush}, once the index is ready (before that, a load's overlays
+   * grow bucket by bucket and would be rewritten many times). A bucket whose overlay holds a fence
+   * of a format this release cannot read keeps it, for the rebuild under way to replace.
+   *
+   * @param withinBudget stop once {@link #MAX_REWRITTEN} fences are written (a checkpoint's), or
+   *     rewrite every bucket due (a savepoint's)
+   * @return how many buckets' segments were written
+   */
+  public int rewriteSegments(boolean withinBudget) throws Exception {
+    if (!segments) {
+      return 0;
+    }
+    List<Integer> due = new ArrayList<>();
+    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
+      if (overlayPuts[bucket] > 0 && overlayPuts[bucket] > segmentSizes[bucket] / 4) {
+        due.add(bucket);
+      }
+    }
+    due.sort(Comparator.comparingInt((Integer bucket) -> overlayPuts[bucket]).reversed());
+    FenceKey key = backend.getCurrentKey();
+    int written = 0;
+    int rewritten = 0;
+    for (int bucket : due) {
+      if (withinBudget && written >= MAX_REWRITTEN) {
+        break;
+      }
+      backend.setCurrentKey(FenceKey.ofBucket(bucket));
+      Map<String, StoredFence> all = new HashMap<>();
+      byte[] bytes = segment.value();
+      if (bytes != null) {
+        FenceSegment current = FenceSegment.read(bytes);
+        for (int i = 0; i < current.size(); i++) {
+          all.put(current.id(i), StoredFence.of(current, i));
+        }
+      }
+      boolean readable = true;
+      for (Map.Entry<String, StoredFence> stored : fences.entries()) {
+        readable &= !stored.getValue().unreadable();
+        all.put(stored.getKey(), stored.getValue());
+      }
+      if (readable) {
+        segment.update(StoredFence.segment(all));
+        fences.clear();
+        segmentSizes[bucket] = all.size();
+        overlayPuts[bucket] = 0;
+        written += all.size();
+        rewritten++;
+      }
+    }
+    if (key != null) {
+      backend.setCurrentKey(key);
+    }
+    segmentsRewritten += rewritten;
+    return rewritten;
+  }
+
+  /** How many buckets' segments {@link #rewriteSegments} has written since this subtask started. */
+  public long segmentsRewrittenCount() {
+    return segmentsRewritten;
   }
 
   @Override

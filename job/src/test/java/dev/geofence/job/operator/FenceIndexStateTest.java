@@ -8,6 +8,7 @@ import dev.geofence.state.ledger.BucketFingerprint;
 import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.readiness.StreamPosition;
+import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
@@ -146,7 +147,8 @@ class FenceIndexStateTest {
    * its bucket, and everything else a key held is read once too.
    */
   @ParameterizedTest
-  @ValueSource(strings = {"hashmap/current", "rocksdb/current", "hashmap/previous", "rocksdb/previous"})
+  @ValueSource(strings = {"hashmap/current", "rocksdb/current", "hashmap/segments", "rocksdb/segments", "hashmap/previous",
+      "rocksdb/previous"})
   void aRestoreAtAnotherParallelismReadsEachFenceOnceInTheSubtaskOwningItsBucket(String setting) throws Exception {
     String backend = setting.split("/")[0];
     boolean previousLayout = setting.endsWith("previous");
@@ -154,6 +156,7 @@ class FenceIndexStateTest {
     OperatorSubtaskState snapshot;
     try (var harness = harness(1, 0, backend, previousLayout)) {
       harness.open();
+      ((Holder) harness.getOperator()).rewrite = setting.endsWith("segments");
       FenceIndexState state = state(harness);
       FenceGeometry square = square();
       for (int i = 0; i < 200; i++) {
@@ -178,6 +181,13 @@ class FenceIndexStateTest {
         FenceIndexState state = state(harness);
         KeyGroupRange own = KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(128, 2, subtask);
         Reading reading = new Reading() {
+          @Override
+          public void segment(int bucket, FenceSegment segment) {
+            for (int i = 0; i < segment.size(); i++) {
+              fence(bucket, segment.id(i), StoredFence.of(segment, i));
+            }
+          }
+
           @Override
           public void fence(int bucket, String id, StoredFence stored) {
             assertThat(bucket).as("fence %s read from its own bucket", id).isEqualTo(FenceBuckets.of(id));
@@ -216,6 +226,172 @@ class FenceIndexStateTest {
         .containsExactlyInAnyOrderElementsOf(written.keySet().stream().map(FenceBuckets::of).distinct().toList());
   }
 
+  /**
+   * Once rewritten, a bucket's fences are its segment; edits after it are its overlay, which a
+   * restore reads after the segment, and whose versions {@link FenceIndexState#storedTenant} finds
+   * before the segment's. A bucket's overlay is folded in once it holds more than a quarter of
+   * the segment's fences.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aBucketsSegmentHoldsItsFencesAndItsOverlayTheEditsSince(String backend) throws Exception {
+    List<String> ids = sameBucket(12);
+    int bucket = FenceBuckets.of(ids.get(0));
+    FenceGeometry square = square();
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.open();
+      Holder holder = (Holder) harness.getOperator();
+      holder.rewrite = true;
+      FenceIndexState state = holder.state;
+      for (String id : ids) {
+        state.fence(id, StoredFence.of(1, false, square, "t-" + id, 1));
+      }
+      harness.snapshot(1, 1);
+      assertThat(state.segmentsRewrittenCount()).isEqualTo(1);
+      assertThat(holder.stored(bucket, ids.get(0))).as("folded into the segment").isNull();
+      assertThat(state.storedTenant(ids.get(0))).as("read from the segment").isEqualTo("t-" + ids.get(0));
+
+      state.fence(ids.get(0), StoredFence.of(2, false, square, "moved", 2));
+      state.fence(ids.get(1), StoredFence.of(2, true, null, "t-" + ids.get(1), 2));
+      harness.snapshot(2, 2);
+      assertThat(state.segmentsRewrittenCount()).as("2 of 12 is not more than a quarter").isEqualTo(1);
+      assertThat(holder.stored(bucket, ids.get(0)).seq()).isEqualTo(2);
+      assertThat(state.storedTenant(ids.get(0))).as("the overlay's, over the segment's").isEqualTo("moved");
+      snapshot = harness.snapshot(3, 3);
+    }
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.initializeState(snapshot);
+      List<String> order = new ArrayList<>();
+      Map<String, Long> versions = new HashMap<>();
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+        @Override
+        public void segment(int b, FenceSegment segment) {
+          order.add("segment " + b + " of " + segment.size());
+          for (int i = 0; i < segment.size(); i++) {
+            versions.put(segment.id(i), segment.seq(i));
+          }
+        }
+
+        @Override
+        public void fence(int b, String id, StoredFence stored) {
+          order.add("overlay " + id);
+          versions.put(id, stored.seq());
+        }
+      });
+      assertThat(order).startsWith("segment " + bucket + " of 12").hasSize(3)
+          .contains("overlay " + ids.get(0), "overlay " + ids.get(1));
+      assertThat(versions).hasSize(12).containsEntry(ids.get(0), 2L).containsEntry(ids.get(1), 2L).containsEntry(ids.get(2), 1L);
+
+      // A third edit passes the quarter: the next rewrite folds all three in.
+      FenceIndexState state = state(harness);
+      ((Holder) harness.getOperator()).rewrite = true;
+      state.fence(ids.get(2), StoredFence.of(2, false, square, "t", 3));
+      state.fence(ids.get(3), StoredFence.of(2, false, square, "t", 3));
+      harness.snapshot(4, 4);
+      assertThat(state.segmentsRewrittenCount()).isEqualTo(1);
+      assertThat(((Holder) harness.getOperator()).stored(bucket, ids.get(0))).isNull();
+      assertThat(state.storedTenant(ids.get(0))).isEqualTo("moved");
+      assertThat(state.storedTenant(ids.get(1))).as("a tombstone keeps its tenant").isEqualTo("t-" + ids.get(1));
+    }
+  }
+
+  /**
+   * A segment whose bytes are damaged is refused, never misread: the restore is told why, the
+   * segment is dropped, and the bucket's overlay is read as before.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aDamagedSegmentIsRefusedAndDroppedAndItsOverlayStillRead(String backend) throws Exception {
+    List<String> ids = sameBucket(8);
+    int bucket = FenceBuckets.of(ids.get(0));
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.open();
+      Holder holder = (Holder) harness.getOperator();
+      holder.rewrite = true;
+      for (String id : ids) {
+        holder.state.fence(id, StoredFence.of(1, false, square(), "t", 1));
+      }
+      harness.snapshot(1, 1);
+      byte[] bytes = holder.segment(bucket);
+      bytes[bytes.length / 2] ^= 0x10;
+      holder.segment(bucket, bytes);
+      holder.rewrite = false;
+      holder.state.fence(ids.get(0), StoredFence.of(2, false, square(), "t", 2));
+      snapshot = harness.snapshot(2, 2);
+    }
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.initializeState(snapshot);
+      List<String> reasons = new ArrayList<>();
+      List<String> read = new ArrayList<>();
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+        @Override
+        public void segment(int b, FenceSegment segment) {
+          read.add("segment " + b);
+        }
+
+        @Override
+        public void unreadableSegment(int b, String reason) {
+          reasons.add(b + ": " + reason);
+        }
+
+        @Override
+        public void fence(int b, String id, StoredFence stored) {
+          read.add(id);
+        }
+      });
+      assertThat(reasons).singleElement().asString().startsWith(bucket + ": ").contains("CRC-32C");
+      assertThat(read).containsExactly(ids.get(0));
+      assertThat(((Holder) harness.getOperator()).segment(bucket)).as("dropped").isNull();
+    }
+  }
+
+  /**
+   * Once the index is loaded every bucket's overlay holds all its fences: a checkpoint rewrites at
+   * most {@link FenceIndexState#MAX_REWRITTEN} fences' worth of segments, the largest overlays first,
+   * and the next ones rewrite the rest; a savepoint rewrites every bucket due at once.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"checkpoint", "savepoint"})
+  void aCheckpointRewritesAtMostABudgetOfSegmentsASavepointAll(String snapshot) throws Exception {
+    try (var harness = harness(1, 0, "hashmap", false)) {
+      harness.open();
+      Holder holder = (Holder) harness.getOperator();
+      int fences = FenceIndexState.MAX_REWRITTEN + FenceIndexState.MAX_REWRITTEN / 2;
+      for (int i = 0; i < fences; i++) {
+        holder.state.fence("f" + i, StoredFence.of(1, true, null, "t", i));
+      }
+      holder.state.flush();
+      boolean checkpoint = snapshot.equals("checkpoint");
+      int first = holder.state.rewriteSegments(checkpoint);
+      if (checkpoint) {
+        assertThat(first).isGreaterThan(0).isLessThan(FenceBuckets.COUNT);
+        assertThat(first + holder.state.rewriteSegments(true)).isEqualTo(FenceBuckets.COUNT);
+      } else {
+        assertThat(first).isEqualTo(FenceBuckets.COUNT);
+      }
+      assertThat(holder.state.rewriteSegments(true)).as("nothing left to fold in").isZero();
+      int inSegments = 0;
+      for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
+        inSegments += FenceSegment.read(holder.segment(bucket)).size();
+      }
+      assertThat(inSegments).isEqualTo(fences);
+    }
+  }
+
+  /** Ids of one bucket. */
+  private static List<String> sameBucket(int count) {
+    List<String> ids = new ArrayList<>();
+    int bucket = FenceBuckets.of("s0");
+    for (int i = 0; ids.size() < count; i++) {
+      if (FenceBuckets.of("s" + i) == bucket) {
+        ids.add("s" + i);
+      }
+    }
+    return ids;
+  }
+
   private static BucketFingerprint fingerprint(int bucket, long version) {
     return new BucketFingerprint(bucket, 0, 0, version, 0, 0);
   }
@@ -242,6 +418,14 @@ class FenceIndexStateTest {
 
     @Override
     public void position(StreamPosition position) {}
+
+    @Override
+    public void segment(int bucket, FenceSegment segment) {}
+
+    @Override
+    public void unreadableSegment(int bucket, String reason) {
+      throw new AssertionError("bucket " + bucket + "'s segment unreadable: " + reason);
+    }
   }
 
   private static FenceGeometry square() throws Exception {
@@ -266,7 +450,10 @@ class FenceIndexStateTest {
   private static final class Holder extends AbstractStreamOperator<Void> implements OneInputStreamOperator<FenceKey, Void> {
     private final boolean previousLayout;
     transient FenceIndexState state;
+    /** Whether a snapshot rewrites segments, as the operator's do once the index is ready. */
+    boolean rewrite;
     private transient MapState<String, StoredFence> fences;
+    private transient ValueState<byte[]> segment;
     private transient ValueState<BucketFingerprint> fingerprint;
 
     Holder(boolean previousLayout) {
@@ -279,6 +466,7 @@ class FenceIndexStateTest {
       state = new FenceIndexState(context.getKeyedStateStore(), getKeyedStateBackend(),
           previousLayout ? new FenceIndexState.Writing(StoredFenceSerializer.FORMAT_VERSION, true) : FenceIndexState.Writing.CURRENT);
       fences = context.getKeyedStateStore().getMapState(FenceIndexState.fencesStateDescriptor());
+      segment = context.getKeyedStateStore().getState(FenceIndexState.segmentStateDescriptor());
       fingerprint = context.getKeyedStateStore().getState(FenceIndexState.fingerprintStateDescriptor());
     }
 
@@ -286,6 +474,17 @@ class FenceIndexStateTest {
     StoredFence stored(int bucket, String fenceId) throws Exception {
       setCurrentKey(FenceKey.ofBucket(bucket));
       return fences.get(fenceId);
+    }
+
+    byte[] segment(int bucket) throws Exception {
+      setCurrentKey(FenceKey.ofBucket(bucket));
+      byte[] bytes = segment.value();
+      return bytes == null ? null : bytes.clone();
+    }
+
+    void segment(int bucket, byte[] bytes) throws Exception {
+      setCurrentKey(FenceKey.ofBucket(bucket));
+      segment.update(bytes);
     }
 
     BucketFingerprint fingerprint(int bucket) throws Exception {
@@ -297,6 +496,9 @@ class FenceIndexStateTest {
     public void snapshotState(StateSnapshotContext context) throws Exception {
       super.snapshotState(context);
       state.flush();
+      if (rewrite) {
+        state.rewriteSegments(true);
+      }
     }
 
     @Override
