@@ -50,7 +50,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
     List<BootstrapRow> grouped = new ArrayList<>();
     for (BootstrapRow row : rows) {
       FenceChange change = row.change;
-      if (row.membersOf != null || change.kind != FenceChange.Kind.FENCE) {
+      if (row.segment != null || row.membersOf != null || change.kind != FenceChange.Kind.FENCE) {
         grouped.add(row);
         continue;
       }

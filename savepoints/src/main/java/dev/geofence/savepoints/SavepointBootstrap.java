@@ -81,7 +81,8 @@ public final class SavepointBootstrap {
     return new Result(snapshot.lsn(), snapshot.fences().size() - tombstones, tombstones);
   }
 
-  private static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
+  /** Writes these rows as a savepoint of the fence index, with {@code lsn} as every key group's stream position. */
+  static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
       GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) throws Exception {
     FenceChange position = new FenceChange();
     position.lsn = lsn;
