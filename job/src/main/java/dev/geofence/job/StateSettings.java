@@ -56,8 +56,9 @@ import org.slf4j.LoggerFactory;
  * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under
  * the changelog in NO_CLAIM mode, or in none, runs in {@code LEGACY} mode, which leaves the
  * savepoint to the user too (the job's checkpoints refer to its files until the changelog's first
- * materialization); {@code CLAIM} hands it over to the job, which deletes it once no checkpoint
- * needs it. A canonical savepoint restored at another parallelism runs without the changelog
+ * materialization: the savepoint tools' {@code in-use} says when they no longer do); {@code CLAIM}
+ * hands it over to the job, which deletes it once no checkpoint needs it. A restore that would
+ * never stop needing the savepoint (LEGACY with materializations off) is refused. A canonical savepoint restored at another parallelism runs without the changelog
  * ({@link #rescalesCanonical}).
  */
 public final class StateSettings {
@@ -128,12 +129,21 @@ public final class StateSettings {
       return;
     }
     RestoreMode mode = options.getOptional(StateRecoveryOptions.RESTORE_MODE).orElse(null);
+    if (mode != RestoreMode.CLAIM && !options.get(StateChangelogOptions.PERIODIC_MATERIALIZATION_ENABLED)) {
+      // Without materializations the job's checkpoints name the savepoint's files for as long as
+      // it runs: deleting the savepoint, ever, would leave its failovers nothing to restore.
+      throw new IllegalArgumentException("savepoint " + savepoint + " would stay in use for as long as the job runs: under the"
+          + " changelog its checkpoints name the savepoint's files until the first materialization, and"
+          + " state.changelog.periodic-materialize.enabled is false; turn materializations on, hand the savepoint to the"
+          + " job (-claimMode CLAIM), or turn the changelog off (state.changelog.enabled: false)");
+    }
     if (mode == null || mode == RestoreMode.NO_CLAIM) {
       // flink run -s always passes a claim mode, NO_CLAIM unless told otherwise: it cannot be told
       // from a choice, and it would fail the first checkpoint. LEGACY also leaves the savepoint be.
       config.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.LEGACY);
       LOG.info("restoring {} in LEGACY claim mode{}: the changelog state backend cannot restore in NO_CLAIM mode;"
-          + " keep the savepoint until the first changelog materialization, or pass CLAIM to hand it to the job",
+          + " the job's checkpoints name the savepoint's files until the first changelog materialization: delete it only"
+          + " once `geofence-savepoints.jar in-use` says it is not in use, or pass CLAIM to hand it to the job",
           savepoint, mode == null ? "" : " instead of NO_CLAIM");
     }
   }

@@ -1,6 +1,7 @@
 package dev.geofence.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.geofence.connectors.config.GeofenceOptions;
 import java.time.Duration;
@@ -144,6 +145,26 @@ class StateSettingsTest {
     options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
     options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.NO_CLAIM);
     assertThat(applied(options).get(StateRecoveryOptions.RESTORE_MODE)).isEqualTo(RestoreMode.LEGACY);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"NO_CLAIM", "LEGACY", ""})
+  void aRestoreThatWouldNeedTheSavepointForeverIsRefused(String mode) {
+    Configuration options = options();
+    options.set(StateRecoveryOptions.SAVEPOINT_PATH, "file:///sp");
+    if (!mode.isEmpty()) {
+      options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.valueOf(mode));
+    }
+    options.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_ENABLED, false);
+    assertThatThrownBy(() -> applied(options)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("savepoint file:///sp would stay in use for as long as the job runs")
+        .hasMessageContaining("state.changelog.periodic-materialize.enabled is false");
+    // Handed to the job, or without the changelog, nothing refers to the savepoint for long.
+    options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.CLAIM);
+    assertThat(applied(options).getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
+    options.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.NO_CLAIM);
+    options.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
+    assertThat(applied(options).getOptional(StateRecoveryOptions.RESTORE_MODE)).isEmpty();
   }
 
   @Test

@@ -19,8 +19,9 @@ import org.apache.flink.configuration.Configuration;
 
 /**
  * The savepoint tools' command line: {@code inspect}, {@code verify}, {@code bootstrap} (from the
- * database or from an Arrow snapshot file) and {@code export} (to one). Exit 0: done (verify:
- * equal), 1: verify found differences, 2: a bad command line or a savepoint that cannot be read.
+ * database or from an Arrow snapshot file), {@code export} (to one) and {@code in-use}. Exit 0:
+ * done (verify: equal; in-use: not in use), 1: verify found differences (in-use: the savepoint is
+ * still needed), 2: a bad command line or a savepoint that cannot be read.
  * Options shared with the job are the job's ({@link SourceFlags}, {@link GeofenceOptions}), and
  * {@code -Dkey=value} sets any key; the fence database password comes from {@value
  * GeofenceOptions#PASSWORD_ENV}, as for the job. Under {@code java -jar} the job's launcher starts
@@ -46,6 +47,10 @@ public final class SavepointCommand {
   static final CommandLine EXPORT = new CommandLine(List.of(
       Flag.text("to-arrow", "FILE", SavepointOptions.EXPORT_TO_ARROW).asRequired()));
 
+  static final CommandLine IN_USE = new CommandLine(List.of(
+      Flag.text("checkpoint-dir", "URI", GeofenceOptions.CHECKPOINT_DIR).asRequired(),
+      Flag.text("job-id", "ID", SavepointOptions.IN_USE_JOB_ID).asRequired()));
+
   static final String HELP = String.join("\n",
       "Usage: java -jar geofence-savepoints.jar inspect SAVEPOINT [--parallelism N] [--json]",
       "       java -jar geofence-savepoints.jar verify SAVEPOINT --source-url URL --source-user USER [--limit N]",
@@ -53,6 +58,7 @@ public final class SavepointCommand {
       "                 [--max-parallelism N] [--geometry-format wkb|wkt|geojson]",
       "       java -jar geofence-savepoints.jar bootstrap --from-arrow FILE --output DIR",
       "       java -jar geofence-savepoints.jar export SAVEPOINT --to-arrow FILE",
+      "       java -jar geofence-savepoints.jar in-use SAVEPOINT --checkpoint-dir URI --job-id ID",
       "",
       "inspect  what a savepoint of the geofence job holds: fences, tombstones, checksum, vertices,",
       "         memberships, stream position and its age, state format, fences per subtask",
@@ -68,6 +74,10 @@ public final class SavepointCommand {
       BOOTSTRAP.help(),
       "export   a savepoint's fences, fingerprints and stream position to an Arrow IPC file",
       EXPORT.help(),
+      "in-use   whether the job restored from the savepoint still needs it: its checkpoints name the",
+      "         savepoint's files until the changelog's first materialization; exit 0 when none of the",
+      "         job's checkpoints does (the savepoint may be deleted), 1 while one does or none is complete",
+      IN_USE.help(),
       "",
       "The fences table and its columns (--fences-table, --id-column, ...) are the job's run options.",
       "The fence database password comes from " + GeofenceOptions.PASSWORD_ENV + ".");
@@ -126,8 +136,16 @@ public final class SavepointCommand {
           out.printf("exported %,d fences of %s to %s%n", rows, args[1], file);
           return 0;
         }
+        case "in-use": {
+          Configuration options = IN_USE.parse(args, 2);
+          SavepointUse use = SavepointUse.find(args[1], IN_USE.required(options, GeofenceOptions.CHECKPOINT_DIR),
+              IN_USE.required(options, SavepointOptions.IN_USE_JOB_ID));
+          out.print(use.report());
+          return use.inUse() ? 1 : 0;
+        }
         default:
-          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect, verify, bootstrap and export (see --help)");
+          throw new IllegalArgumentException("unknown command '" + args[0] + "'; the commands are inspect, verify, bootstrap,"
+              + " export and in-use (see --help)");
       }
     } catch (IllegalArgumentException e) {
       err.println("geofence-savepoints: " + e.getMessage());

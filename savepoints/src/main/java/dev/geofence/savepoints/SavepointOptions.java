@@ -30,5 +30,8 @@ final class SavepointOptions {
   static final ConfigOption<String> EXPORT_TO_ARROW = key("geofence.export.to-arrow").stringType().noDefaultValue()
       .withDescription("The Arrow IPC file to write.");
 
+  static final ConfigOption<String> IN_USE_JOB_ID = key("geofence.in-use.job-id").stringType().noDefaultValue()
+      .withDescription("The id of the job restored from the savepoint (Flink's, as its checkpoint directory names it).");
+
   private SavepointOptions() {}
 }

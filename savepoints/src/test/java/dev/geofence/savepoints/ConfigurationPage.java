@@ -111,6 +111,7 @@ public final class ConfigurationPage {
     tables.put("verify", table(SavepointCommand.VERIFY, types));
     tables.put("bootstrap", table(SavepointCommand.BOOTSTRAP, types));
     tables.put("export", table(SavepointCommand.EXPORT, types));
+    tables.put("in-use", table(SavepointCommand.IN_USE, types));
     return tables;
   }
 
@@ -118,7 +119,8 @@ public final class ConfigurationPage {
   static List<CommandLine> commandLines() {
     return List.of(GeofenceCommand.RUN, commandLine("dev.geofence.job.cli.Demo", "OPTIONS"),
         commandLine("dev.geofence.job.cli.Deploy", "OPTIONS"), SavepointCommand.INSPECT,
-        SavepointCommand.VERIFY, SavepointCommand.BOOTSTRAP, SavepointCommand.EXPORT);
+        SavepointCommand.VERIFY, SavepointCommand.BOOTSTRAP, SavepointCommand.EXPORT,
+        SavepointCommand.IN_USE);
   }
 
   /** Every {@link ConfigOption} constant of the declaring classes, with the type it is declared of. */

@@ -5,6 +5,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.state.ListStateDescriptor;
@@ -154,25 +155,33 @@ public final class SavepointFiles {
    * @throws IllegalArgumentException if the directory cannot be listed
    */
   public static String latestCheckpoint(String checkpointDir, String jobId) {
+    List<String> checkpoints = checkpoints(checkpointDir, jobId);
+    return checkpoints.isEmpty() ? null : checkpoints.get(0);
+  }
+
+  /**
+   * Every completed checkpoint of job {@code jobId} under {@code checkpointDir} that Flink has
+   * retained (those with their metadata written), newest first; empty if it has none.
+   *
+   * @throws IllegalArgumentException if the directory cannot be listed
+   */
+  public static List<String> checkpoints(String checkpointDir, String jobId) {
     org.apache.flink.core.fs.Path job = new org.apache.flink.core.fs.Path(checkpointDir, jobId);
     try {
       FileSystem fs = job.getFileSystem();
-      if (!fs.exists(job)) {
-        return null;
-      }
-      long newest = -1;
-      org.apache.flink.core.fs.Path found = null;
-      for (FileStatus entry : fs.listStatus(job)) {
-        String name = entry.getPath().getName();
-        if (entry.isDir() && name.matches("chk-\\d+") && fs.exists(new org.apache.flink.core.fs.Path(entry.getPath(), "_metadata"))) {
-          long n = Long.parseLong(name.substring(4));
-          if (n > newest) {
-            newest = n;
-            found = entry.getPath();
+      List<org.apache.flink.core.fs.Path> found = new ArrayList<>();
+      if (fs.exists(job)) {
+        for (FileStatus entry : fs.listStatus(job)) {
+          String name = entry.getPath().getName();
+          if (entry.isDir() && name.matches("chk-\\d+") && fs.exists(new org.apache.flink.core.fs.Path(entry.getPath(), "_metadata"))) {
+            found.add(entry.getPath());
           }
         }
       }
-      return found == null ? null : found.toString();
+      found.sort(Comparator.comparingLong((org.apache.flink.core.fs.Path p) -> Long.parseLong(p.getName().substring(4))).reversed());
+      List<String> paths = new ArrayList<>();
+      found.forEach(p -> paths.add(p.toString()));
+      return paths;
     } catch (IOException e) {
       throw new IllegalArgumentException("the checkpoints of job " + jobId + " under " + checkpointDir + " cannot be listed ("
           + reason(e) + ")");
@@ -186,8 +195,13 @@ public final class SavepointFiles {
     return e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
   }
 
-  /** The files the state handles of a canonical or native savepoint refer to. */
-  private static List<FileStateHandle> files(CheckpointMetadata metadata) {
+  /**
+   * The files the state handles of a canonical or native savepoint, or of a checkpoint, refer to: a
+   * checkpoint's own, and those of a savepoint it was restored from that it still names (a
+   * {@link org.apache.flink.runtime.state.filesystem.RelativeFileStateHandle} by its name
+   * resolved against the checkpoint's directory, as Flink 1.20 writes them).
+   */
+  public static List<FileStateHandle> files(CheckpointMetadata metadata) {
     List<FileStateHandle> files = new ArrayList<>();
     for (OperatorState operator : metadata.getOperatorStates()) {
       for (OperatorSubtaskState subtask : operator.getSubtaskStates().values()) {

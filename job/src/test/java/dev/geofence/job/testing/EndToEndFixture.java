@@ -62,6 +62,7 @@ import org.apache.flink.configuration.MetricOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateChangelogOptions;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.configuration.WebOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
@@ -183,6 +184,12 @@ public abstract class EndToEndFixture {
    */
   public LocationsTopic locationsTopic;
   public long checkpointIntervalMs = 1000;
+  /**
+   * The changelog's materialization interval: every few checkpoints rather than every 10 min, so
+   * that checkpoints, savepoints and failovers fall while RocksDB's files are being uploaded, and
+   * restores read both parts.
+   */
+  public Duration materializationInterval = Duration.ofSeconds(2);
   /** Whether the next job started shares its outputs through {@code geofence_handover}, and starts as a standby. */
   public boolean handover;
   public boolean standby;
@@ -331,9 +338,7 @@ public abstract class EndToEndFixture {
       config.set(StateChangelogOptions.ENABLE_STATE_CHANGE_LOG, false);
     }
     config.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, temp.resolve("checkpoints").toUri().toString());
-    // Materializations every few checkpoints rather than every 10 min: checkpoints, savepoints and
-    // failovers fall while RocksDB's files are being uploaded, and restores read both parts.
-    config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, Duration.ofSeconds(2));
+    config.set(StateChangelogOptions.PERIODIC_MATERIALIZATION_INTERVAL, materializationInterval);
     // As --parallelism sets it: the state settings compare it with a savepoint's.
     config.set(GeofenceOptions.PARALLELISM, parallelism);
     // As the cluster's configuration says (clusterConfiguration): the changelog's storage is on files.
@@ -403,9 +408,14 @@ public abstract class EndToEndFixture {
    * edits made next can only reach a restored job through its catch-up.
    */
   public String stopWithSavepoint(JobClient job) throws Exception {
+    return stopWithSavepoint(job, SavepointFormatType.CANONICAL);
+  }
+
+  /** {@link #stopWithSavepoint(JobClient)} in {@code format}. */
+  public String stopWithSavepoint(JobClient job, SavepointFormatType format) throws Exception {
     String savepoint;
     try {
-      savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString()).get();
+      savepoint = job.stopWithSavepoint(false, temp.resolve("savepoints").toUri().toString(), format).get();
     } catch (ExecutionException e) {
       // Flink 1.20 may fail a job while it stops after its savepoint (the file source's coordinator
       // assigns a split to a reader that has just finished: "An OperatorEvent ... was lost"). The
