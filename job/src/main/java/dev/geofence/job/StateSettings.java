@@ -55,11 +55,12 @@ import org.slf4j.LoggerFactory;
  * <p>Flink's changelog backend cannot restore a savepoint in {@code NO_CLAIM} mode (Flink's
  * default): it must take a full snapshot at the first checkpoint and cannot. So a restore under
  * the changelog in NO_CLAIM mode, or in none, runs in {@code LEGACY} mode, which leaves the
- * savepoint to the user too (the job's checkpoints refer to its files until the changelog's first
- * materialization: the savepoint tools' {@code in-use} says when they no longer do); {@code CLAIM}
- * hands it over to the job, which deletes it once no checkpoint needs it. A restore that would
- * never stop needing the savepoint (LEGACY with materializations off) is refused. A canonical savepoint restored at another parallelism runs without the changelog
- * ({@link #rescalesCanonical}).
+ * savepoint to the user too (the job's checkpoints refer to a canonical savepoint's files until
+ * the changelog's first materialization, to a native one's until RocksDB has compacted them away:
+ * the savepoint tools' {@code in-use} says when they no longer do); {@code CLAIM} hands it over to
+ * the job, which deletes it once no checkpoint needs it. A restore that would never stop needing
+ * even a canonical savepoint (LEGACY with materializations off) is refused. A canonical savepoint
+ * restored at another parallelism runs without the changelog ({@link #rescalesCanonical}).
  */
 public final class StateSettings {
 
@@ -133,7 +134,7 @@ public final class StateSettings {
       // Without materializations the job's checkpoints name the savepoint's files for as long as
       // it runs: deleting the savepoint, ever, would leave its failovers nothing to restore.
       throw new IllegalArgumentException("savepoint " + savepoint + " would stay in use for as long as the job runs: under the"
-          + " changelog its checkpoints name the savepoint's files until the first materialization, and"
+          + " changelog its checkpoints name the savepoint's files at least until the first materialization, and"
           + " state.changelog.periodic-materialize.enabled is false; turn materializations on, hand the savepoint to the"
           + " job (-claimMode CLAIM), or turn the changelog off (state.changelog.enabled: false)");
     }
@@ -142,8 +143,9 @@ public final class StateSettings {
       // from a choice, and it would fail the first checkpoint. LEGACY also leaves the savepoint be.
       config.set(StateRecoveryOptions.RESTORE_MODE, RestoreMode.LEGACY);
       LOG.info("restoring {} in LEGACY claim mode{}: the changelog state backend cannot restore in NO_CLAIM mode;"
-          + " the job's checkpoints name the savepoint's files until the first changelog materialization: delete it only"
-          + " once `geofence-savepoints.jar in-use` says it is not in use, or pass CLAIM to hand it to the job",
+          + " the job's checkpoints name the savepoint's files (a canonical one's until the first changelog materialization,"
+          + " a native one's until RocksDB has compacted them away): delete it only once `geofence-savepoints.jar in-use`"
+          + " says it is not in use, or pass CLAIM to hand it to the job",
           savepoint, mode == null ? "" : " instead of NO_CLAIM");
     }
   }
