@@ -53,6 +53,16 @@ for f in order:
 EOF
 }
 
+# RATE single-statement edits every second for SECONDS seconds, as edit makes them.
+edits_at_rate() {  # edits_at_rate PER_SECOND SECONDS: a steady trickle while the job runs
+  local rate=$1 secs=$2 pids=()
+  for _ in $(seq 1 "$secs"); do
+    edit "$rate" 0 & pids+=($!)
+    sleep 1
+  done
+  wait "${pids[@]}"  # not the job, which runs in the background too
+}
+
 # The job in the background, its launcher's id in JOB_PID (java -jar restarts itself: the launcher
 # starts the JVM that runs the job, and a SIGTERM to it stops both).
 run() {  # run PARALLELISM LOCATIONS [options...]
