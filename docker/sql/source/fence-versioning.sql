@@ -173,8 +173,8 @@ BEGIN
 END $$;
 
 -- The versioning of a fences table: the seq trigger, the row triggers that note each change and
--- fold the notes at commit, TRUNCATE refused, the index a rebuild reads by, REPLICA IDENTITY FULL
--- (deletes must carry the whole old row), fence_stats and the table in the publication. The
+-- fold the notes at commit, TRUNCATE refused, the index a rebuild reads by, the replica identity
+-- (the primary key), fence_stats and the table in the publication. The
 -- triggers and their functions are named after the table (fences_version, fences_inserted, ...)
 -- and written with its id column, so they run as plain SQL with cached plans.
 -- Idempotent; the first application counts what the table holds already, so it can be applied to
@@ -193,8 +193,18 @@ DECLARE
 BEGIN
     -- Nothing may edit the fences while their triggers are replaced.
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
-    ALTER TABLE fence_bucket_stats REPLICA IDENTITY FULL;
+    -- The primary key as replica identity: no update carries its old row (in the WAL, the
+    -- walsender and the job's stream reader, which would decode the old geometry for nothing), and
+    -- updates can stay HOT, since no index holds seq. The job reads a delete's version from its
+    -- tombstone. Releases before 2026-12 set FULL, which the job reads as well; a table without a
+    -- primary key keeps FULL, since a delete must carry something.
+    IF EXISTS (SELECT 1 FROM pg_index WHERE indrelid = fences AND indisprimary) THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY DEFAULT', tbl);
+    ELSE
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
+    END IF;
+    -- Only a bucket row's new values are read: no old row in the WAL for its updates either.
+    ALTER TABLE fence_bucket_stats REPLICA IDENTITY DEFAULT;
     -- Earlier versions checked each bucket row's bucket, and packed the rows: rewritten here, once
     -- (no writer can fold now, and the job's reads of the rows wait for milliseconds).
     ALTER TABLE fence_bucket_stats DROP CONSTRAINT IF EXISTS fence_bucket_stats_bucket_check;

@@ -11,6 +11,3 @@ CREATE TABLE IF NOT EXISTS fences (
     properties  jsonb,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
-
--- Deletes must carry the whole old row through logical replication.
-ALTER TABLE fences REPLICA IDENTITY FULL;

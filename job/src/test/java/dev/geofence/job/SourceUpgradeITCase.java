@@ -40,6 +40,7 @@ class SourceUpgradeITCase extends EndToEndFixture {
     database(embeddedServerUrl(), "", "geofence_upgrade", 29, db -> {
       try (Statement s = db.createStatement()) {
         s.execute(resource("sql/source/fences-wkb.sql"));
+        s.execute("ALTER TABLE fences REPLICA IDENTITY FULL"); // as releases before 2026-12 created it
         s.execute(resource(FIRST_VERSION));
       }
     });
@@ -69,6 +70,10 @@ class SourceUpgradeITCase extends EndToEndFixture {
     stop.set(true);
     edits.get(60, TimeUnit.SECONDS);
     assertThat(queryLong("SELECT count(*) FROM pg_views WHERE viewname = 'fence_stats'")).as("upgraded").isEqualTo(1);
+    // Deletes before the upgrade carried their old row (FULL), after it only their key: the job
+    // reads their versions from the tombstones either way.
+    assertThat(queryLong("SELECT count(*) FROM pg_class WHERE oid = 'fences'::regclass AND relreplident = 'd'"))
+        .as("replica identity: the primary key").isEqualTo(1);
 
     moveObjects();
     threeWayCheck("upgraded", WarmStartITCase.POINTS);

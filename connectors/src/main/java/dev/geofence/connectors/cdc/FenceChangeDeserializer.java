@@ -18,8 +18,10 @@ import org.apache.kafka.connect.source.SourceRecord;
  * FenceSource}.) The geometry is passed on still encoded: PostGIS {@code geometry} arrives as a
  * struct holding EWKB, {@code bytea} as bytes, text as a string.
  *
- * <p>A delete's record carries the old row (the table has {@code REPLICA IDENTITY FULL}); the
- * delete is version {@code old seq + 1}, as the migration's tombstone records it.
+ * <p>A delete is read from the tombstone the migration writes in the same transaction, which holds
+ * its version ({@code old seq + 1}); the fence row's delete record is skipped, so the job works
+ * under any replica identity of the fences table (the migration sets its primary key: no old row
+ * in the WAL for any update).
  */
 public final class FenceChangeDeserializer implements DebeziumDeserializationSchema<FenceChange> {
 
@@ -45,16 +47,21 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     long commitTime = snapshot ? 0 : optionalLong(source, "ts_ms");
 
     if (columns.tombstonesTable().equals(table)) {
-      // Only the snapshot matters: it tells the versions of fences deleted before the job began.
-      // In the stream, a delete already arrives as the fence row's own delete.
+      // A fence's delete is read from its tombstone, written in the delete's own transaction with
+      // the delete's version: the fence row's own delete carries only the primary key under the
+      // replica identity the migration sets (no old row in the WAL or the stream for any update),
+      // so its seq is not there. A re-delete of a re-created id updates the tombstone. In a
+      // snapshot, the tombstones tell the versions of fences deleted before the job began.
       Struct row = value.getStruct("after");
-      if (snapshot && row != null) {
+      if (row != null) {
         FenceChange change = new FenceChange();
         change.kind = FenceChange.Kind.FENCE;
         change.delete = true;
-        change.snapshot = true;
+        change.snapshot = snapshot;
         change.fenceId = row.getString("id");
         change.seq = row.getInt64("seq");
+        change.lsn = lsn;
+        change.commitTime = commitTime;
         out.collect(change);
       }
       return;
@@ -93,19 +100,15 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     change.commitTime = commitTime;
     change.snapshot = snapshot;
     if ("d".equals(op)) {
-      Struct before = value.getStruct("before");
-      change.delete = true;
-      change.fenceId = before.get(columns.id()).toString();
-      change.seq = ((Number) before.get(columns.seq())).longValue() + 1;
-    } else {
-      Struct after = value.getStruct("after");
-      change.fenceId = after.get(columns.id()).toString();
-      change.seq = ((Number) after.get(columns.seq())).longValue();
-      readGeometry(after, change);
-      if (columns.tenant() != null && after.schema().field(columns.tenant()) != null) {
-        Object tenant = after.get(columns.tenant());
-        change.tenant = tenant == null ? null : tenant.toString();
-      }
+      return; // the delete arrives as its tombstone (above)
+    }
+    Struct after = value.getStruct("after");
+    change.fenceId = after.get(columns.id()).toString();
+    change.seq = ((Number) after.get(columns.seq())).longValue();
+    readGeometry(after, change);
+    if (columns.tenant() != null && after.schema().field(columns.tenant()) != null) {
+      Object tenant = after.get(columns.tenant());
+      change.tenant = tenant == null ? null : tenant.toString();
     }
     out.collect(change);
   }

@@ -94,6 +94,39 @@ class SourceMigrationTest {
     assertThat(queryLong("SELECT fence_hash('fence-1', 1)")).isEqualTo(-9123025917352333894L);
   }
 
+  /**
+   * The primary key as replica identity, so that no update carries its old row through the WAL
+   * (the job reads a delete's version from its tombstone); FULL set by an earlier release is
+   * replaced, and a fences table without a primary key gets FULL, since its deletes must carry
+   * something.
+   */
+  @Test
+  void replicaIdentityIsThePrimaryKeyOrFullWithoutOne() throws Exception {
+    assertThat(identity("fences")).isEqualTo("d");
+    assertThat(identity("fence_bucket_stats")).isEqualTo("d");
+    exec("ALTER TABLE fences REPLICA IDENTITY FULL; ALTER TABLE fence_bucket_stats REPLICA IDENTITY FULL");
+    Migrations.applySource(connection, GeometryColumn.WKB);
+    assertThat(identity("fences")).as("an earlier release's FULL, migrated").isEqualTo("d");
+    assertThat(identity("fence_bucket_stats")).isEqualTo("d");
+
+    connection.setAutoCommit(false);
+    exec("CREATE TABLE keyless (id text NOT NULL UNIQUE, seq bigint NOT NULL DEFAULT 1, geom bytea NOT NULL);"
+        + " SELECT geofence_versioning('keyless')");
+    connection.commit();
+    connection.setAutoCommit(true);
+    assertThat(identity("keyless")).isEqualTo("f");
+    exec("INSERT INTO keyless (id, geom) VALUES ('k', '" + WKB + "'); DELETE FROM keyless WHERE id = 'k'");
+    assertThat(queryLong("SELECT seq FROM fence_tombstones WHERE id = 'k'")).isEqualTo(2);
+  }
+
+  private String identity(String table) throws SQLException {
+    try (Statement s = connection.createStatement();
+        ResultSet r = s.executeQuery("SELECT relreplident FROM pg_class WHERE oid = '" + table + "'::regclass")) {
+      r.next();
+      return r.getString(1);
+    }
+  }
+
   @Test
   void applyingOutsideATransactionIsRefused() throws Exception {
     String migration = resource("sql/source/fence-versioning.sql");
