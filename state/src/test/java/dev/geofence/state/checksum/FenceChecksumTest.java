@@ -7,6 +7,12 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -63,6 +69,7 @@ class FenceChecksumTest {
         }
         insert.executeBatch();
       }
+      Map<String, Integer> buckets = new HashMap<>();
       try (Statement s = c.createStatement();
           ResultSet rows = s.executeQuery("SELECT id, seq, " + H + ", " + BUCKET + " FROM f")) {
         int n = 0;
@@ -71,9 +78,20 @@ class FenceChecksumTest {
               .as("h(%s, %d)", rows.getString(1), rows.getLong(2))
               .isEqualTo(rows.getLong(3));
           assertThat(FenceBuckets.of(rows.getString(1))).as("bucket of %s", rows.getString(1)).isEqualTo(rows.getInt(4));
+          buckets.put(rows.getString(1), rows.getInt(4));
           n++;
         }
         assertThat(n).isEqualTo(5_000);
+      }
+      // Asked again, in another order and as other String instances: the buckets a thread keeps of
+      // its last ids (5,000 ids share 256 places) answer the same.
+      List<String> ids = new ArrayList<>(buckets.keySet());
+      for (int round = 0; round < 2; round++) {
+        Collections.shuffle(ids, new Random(round));
+        for (String id : ids) {
+          assertThat(FenceBuckets.of(new String(id.toCharArray()))).as("bucket of %s again", id).isEqualTo(buckets.get(id));
+          assertThat(FenceBuckets.of(id)).as("bucket of %s at once again", id).isEqualTo(buckets.get(id));
+        }
       }
       try (Statement s = c.createStatement();
           ResultSet row = s.executeQuery("SELECT count(*), bit_xor(" + H + ") FROM f")) {
