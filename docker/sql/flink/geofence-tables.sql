@@ -71,6 +71,7 @@ CREATE TABLE hydration_history (
   fences_expected       BIGINT,
   checksum_match        BOOLEAN,
   peak_heap_bytes       BIGINT,
+  catchup_backlog       BIGINT,   -- transactions (per bucket) the catch-up replays
   PRIMARY KEY (job_name, subtask, installed_at) NOT ENFORCED
 ) WITH (
   'connector' = 'jdbc',

@@ -75,13 +75,15 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     fences_expected   bigint,
     checksum_match    boolean,
     peak_heap_bytes   bigint,
+    catchup_backlog   bigint,                     -- transactions (per bucket) the catch-up replays, from the gap check
     PRIMARY KEY (job_name, subtask, installed_at)
 );
 CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (installed_at);
 -- Columns added since the table's first release, added in place to a table made by an earlier one
--- (its rows keep working: the defaults say no re-read happened).
+-- (its rows keep working: the defaults say no re-read happened, and no backlog was counted).
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS buckets_reread bigint NOT NULL DEFAULT 0;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_backlog bigint;
 
 -- Which instance of the job writes the outputs (docs/design.md#blue-green-deploys): one row per job
 -- name, kept by jobs run with geofence.handover.enabled. The writer writes triggers and presence of

@@ -78,10 +78,10 @@ class FlinkSqlITCase extends EndToEndFixture {
           .isEqualTo(rows("SELECT object_id, fence_id, " + millis("entered_at") + ", fence_seq FROM geofence_presence"))
           .isNotEmpty();
       assertThat(collect(sql, "SELECT job_id, subtask, start_mode, gap_check, hydrated_at, fences_loaded,"
-          + " checksum_match, buckets_reread, reread_reason FROM hydration_history"))
+          + " checksum_match, buckets_reread, reread_reason, catchup_backlog FROM hydration_history"))
           .as("hydration_history through Flink SQL")
           .isEqualTo(rows("SELECT job_id, subtask, start_mode, gap_check, " + millis("hydrated_at")
-              + ", fences_loaded, checksum_match, buckets_reread, reread_reason FROM hydration_history"))
+              + ", fences_loaded, checksum_match, buckets_reread, reread_reason, catchup_backlog FROM hydration_history"))
           .hasSize(2);
       cancelJobs();
     }

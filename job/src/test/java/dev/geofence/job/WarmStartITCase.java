@@ -115,8 +115,16 @@ class WarmStartITCase extends EndToEndFixture {
     moveObjects();
     threeWayCheck("native", POINTS);
     assertTriggersAsOracle();
-    assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
+    List<Episode> warmUps = assertWarmUps(second, 2, "savepoint");
+    assertThat(warmUps).filteredOn(e -> e.startMode().equals("savepoint"))
         .allSatisfy(e -> assertThat(e.gapCheck()).isEqualTo("covered"));
+    // The 8 transactions made while the job was down, each of one bucket, as the bucket versions
+    // told the gap check (each subtask's latest warm-up from the savepoint, should one fail over).
+    Map<Integer, Long> backlogs = new TreeMap<>();
+    warmUps.stream().filter(e -> e.startMode().equals("savepoint") && e.catchupBacklog() != null)
+        .forEach(e -> backlogs.put(e.subtask(), e.catchupBacklog()));
+    assertThat(backlogs).as("catch-up backlog per subtask: %s", warmUps).hasSize(2);
+    assertThat(backlogs.values().stream().mapToLong(Long::longValue).sum()).as("catch-up backlog: %s", warmUps).isEqualTo(8);
   }
 
   /** How many of the RocksDB table files under {@code directory} have each compression. */

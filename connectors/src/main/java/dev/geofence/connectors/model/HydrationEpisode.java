@@ -64,6 +64,12 @@ public class HydrationEpisode {
   /** The restored stream position, as PostgreSQL writes LSNs; null for a fresh start. */
   public String restoredLsn;
   public long restoredCommitTime;
+  /**
+   * The transactions that edited the subtask's buckets between its restored state and the catch-up
+   * target (per bucket), from the bucket versions the gap check read; null without a passed gap
+   * check.
+   */
+  public Long catchupBacklog;
   public long editsReplayed;
   public long editsCoalesced;
   /** Null until a restore's gap check has answered. */
@@ -98,6 +104,7 @@ public class HydrationEpisode {
     c.hydratedAt = hydratedAt;
     c.restoredLsn = restoredLsn;
     c.restoredCommitTime = restoredCommitTime;
+    c.catchupBacklog = catchupBacklog;
     c.editsReplayed = editsReplayed;
     c.editsCoalesced = editsCoalesced;
     c.gapCheck = gapCheck;

@@ -45,8 +45,8 @@ public final class JdbcOutputs {
           + " INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
           + " restored_from, installed_at, restored_at, indexed_at, hydrated_at, restored_lsn, restored_commit_time,"
           + " edits_replayed, edits_coalesced, gap_check, gap_reason, buckets_reread, reread_reason, fences_loaded, fences_expected,"
-          + " checksum_match, peak_heap_bytes)"
-          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+          + " checksum_match, peak_heap_bytes, catchup_backlog)"
+          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
           + " ON CONFLICT (job_name, subtask, installed_at) DO UPDATE SET job_id = excluded.job_id, attempt = excluded.attempt,"
           + " key_group_start = excluded.key_group_start, key_group_end = excluded.key_group_end, start_mode = excluded.start_mode,"
           + " restored_from = excluded.restored_from, restored_at = excluded.restored_at, indexed_at = excluded.indexed_at,"
@@ -55,7 +55,8 @@ public final class JdbcOutputs {
           + " edits_coalesced = excluded.edits_coalesced, gap_check = excluded.gap_check, gap_reason = excluded.gap_reason,"
           + " buckets_reread = excluded.buckets_reread, reread_reason = excluded.reread_reason,"
           + " fences_loaded = excluded.fences_loaded, fences_expected = excluded.fences_expected,"
-          + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes";
+          + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes,"
+          + " catchup_backlog = excluded.catchup_backlog";
 
   private JdbcOutputs() {}
 
@@ -164,7 +165,8 @@ public final class JdbcOutputs {
     s.setLong(i++, e.fencesLoaded);
     s.setObject(i++, e.fencesExpected, Types.BIGINT);
     s.setObject(i++, e.checksumMatch, Types.BOOLEAN);
-    s.setLong(i, e.peakHeapBytes);
+    s.setLong(i++, e.peakHeapBytes);
+    s.setObject(i, e.catchupBacklog, Types.BIGINT);
   }
 
   private static void setTime(PreparedStatement s, int index, long millis) throws SQLException {

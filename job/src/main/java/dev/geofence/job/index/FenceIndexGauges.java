@@ -30,6 +30,7 @@ final class FenceIndexGauges {
         () -> readiness.streamTime() == 0 ? -1 : Math.max(0, System.currentTimeMillis() - readiness.streamTime()));
     group.gauge(FenceIndexMetrics.SNAPSHOT_AGE_MS,
         () -> recorder.restoredTime() == 0 ? -1 : Math.max(0, System.currentTimeMillis() - recorder.restoredTime()));
+    group.gauge(FenceIndexMetrics.CATCHUP_BACKLOG, () -> readiness.catchUpBacklog());
     group.gauge(FenceIndexMetrics.PENDING_LOCATIONS, () -> clock.heldLocations());
     group.gauge(FenceIndexMetrics.PENDING_EDITS, () -> ledger.schedule().edits());
     group.gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());

@@ -24,6 +24,11 @@ public final class FenceIndexMetrics {
   public static final String GAP_DETECTED = "gap_detected";
   public static final String CATCHUP_LAG_MS = "catchup_lag_ms";
   public static final String SNAPSHOT_AGE_MS = "snapshot_age_ms";
+  /**
+   * The transactions (per bucket) that edited the subtask's buckets between its restored state and
+   * the catch-up target, as the gap check found them: what the catch-up replays. 0 before it.
+   */
+  public static final String CATCHUP_BACKLOG = "catchup_backlog";
   public static final String PENDING_LOCATIONS = "pending_locations";
   public static final String PENDING_EDITS = "pending_edits";
   /** Superseded fence versions kept for late locations. */

@@ -130,6 +130,11 @@ final class HydrationRecorder {
     episode.gapReason = reason;
   }
 
+  /** What the catch-up replays, as the gap check found it (transactions, per bucket). */
+  void catchUpBacklog(long transactions) {
+    episode.catchupBacklog = transactions;
+  }
+
   LoadPhase phase() {
     return phase;
   }

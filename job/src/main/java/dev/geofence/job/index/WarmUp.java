@@ -212,10 +212,11 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       // Either way the versions prove it; with the slot ahead, they alone can.
       recorder.gapChecked(GapCheck.COVERED, verdict.result().slotAhead()
           ? verdict.result().reason() + "; proven by the bucket versions at " + Lsn.format(verdict.target().lsn()) : null);
-      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source){}", verdict.result().reason(),
-          Lsn.format(verdict.target().lsn()), verdict.target().fenceCount(),
-          verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
       readiness.coveredUpTo(verdict.target().lsn(), verdict.target().bucketVersions());
+      recorder.catchUpBacklog(readiness.catchUpBacklog());
+      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source, {} transactions of them to"
+              + " replay){}", verdict.result().reason(), Lsn.format(verdict.target().lsn()), verdict.target().fenceCount(),
+          readiness.catchUpBacklog(), verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
       readiness.proveVersionsOnceCaughtUp();
     }
     recorder.record();

@@ -848,12 +848,12 @@ public abstract class EndToEndFixture {
   /** One hydration_history row, as the assertions need it; times in epoch millis, 0 for none. */
   public record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
       long installedAt, long restoredAt, long indexedAt, long hydratedAt, long fencesLoaded, long editsReplayed,
-      Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason) {
+      Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason, Long catchupBacklog) {
 
     @Override
     public String toString() {
       return "#" + subtask + "/" + attempt + " " + startMode + " " + gapCheck + " (" + gapReason + ") loaded " + fencesLoaded
-          + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
+          + ", backlog " + catchupBacklog + ", replayed " + editsReplayed + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
     }
   }
 
@@ -863,11 +863,11 @@ public abstract class EndToEndFixture {
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
         "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
             + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes,"
-            + " buckets_reread, reread_reason FROM hydration_history ORDER BY installed_at, subtask")) {
+            + " buckets_reread, reread_reason, catchup_backlog FROM hydration_history ORDER BY installed_at, subtask")) {
       while (r.next()) {
         rows.add(new Episode(r.getString(1), r.getInt(2), r.getInt(3), r.getString(4), r.getString(5), r.getString(6), r.getLong(7),
             r.getLong(8), r.getLong(9), r.getLong(10), r.getLong(11), r.getLong(12), (Boolean) r.getObject(13), r.getLong(14),
-            r.getLong(15), r.getString(16)));
+            r.getLong(15), r.getString(16), (Long) r.getObject(17)));
       }
     }
     return rows;

@@ -23,6 +23,7 @@ public final class BucketVersions {
 
   private final long[] known = new long[FenceBuckets.COUNT];
   private long[] target;
+  private long backlog;
 
   public BucketVersions() {
     Arrays.fill(known, -1);
@@ -57,6 +58,21 @@ public final class BucketVersions {
       throw new IllegalArgumentException("one version per bucket, " + FenceBuckets.COUNT + ", got " + versions.length);
     }
     target = versions.clone();
+    backlog = 0;
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      if (versions[b] >= 0 && known[b] >= 0) {
+        backlog += Math.max(0, versions[b] - known[b]);
+      }
+    }
+  }
+
+  /**
+   * The transactions that edited the buckets to prove between the versions known here and those at
+   * the target, as counted when the target was set (one per transaction and bucket; a bucket whose
+   * version was not known counts none): what a catch-up replays.
+   */
+  public long backlog() {
+    return backlog;
   }
 
   public boolean proofPending() {

@@ -117,6 +117,14 @@ public final class Readiness {
   }
 
   /**
+   * The transactions (per bucket) the catch-up replays: the versions the source held at the
+   * catch-up target less those restored, over the owned buckets; 0 before the gap check.
+   */
+  public long catchUpBacklog() {
+    return versions.backlog();
+  }
+
+  /**
    * The stream lost edits, or the restored index cannot be trusted: nothing is ready until {@link
    * #rebuilt}.
    *

@@ -56,6 +56,7 @@ class BucketVersionsTest {
       Arrays.fill(target, -1);
       System.arraycopy(version, 0, target, 0, 8);
       versions.expectAtTarget(target);
+      assertThat(versions.backlog()).as("history %d: the transactions after the restored position", history).isEqualTo(edits - restoredAt);
       boolean jump = false;
       Arrays.fill(version, 0);
       for (int i = 0; i < edits; i++) {
