@@ -22,16 +22,20 @@ import java.util.Arrays;
 public final class BucketVersions {
 
   private final long[] known = new long[FenceBuckets.COUNT];
+  /** The versions read rather than streamed, for the backlog: the stream may run ahead of the check. */
+  private final long[] read = new long[FenceBuckets.COUNT];
   private long[] target;
   private long backlog;
 
   public BucketVersions() {
     Arrays.fill(known, -1);
+    Arrays.fill(read, -1);
   }
 
   /** A version read rather than streamed: a snapshot, a rebuild, or restored state. */
   public void known(int bucket, long version) {
     known[bucket] = Math.max(known[bucket], version);
+    read[bucket] = Math.max(read[bucket], version);
   }
 
   /**
@@ -60,16 +64,17 @@ public final class BucketVersions {
     target = versions.clone();
     backlog = 0;
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
-      if (versions[b] >= 0 && known[b] >= 0) {
-        backlog += Math.max(0, versions[b] - known[b]);
+      if (versions[b] >= 0 && read[b] >= 0) {
+        backlog += Math.max(0, versions[b] - read[b]);
       }
     }
   }
 
   /**
-   * The transactions that edited the buckets to prove between the versions known here and those at
-   * the target, as counted when the target was set (one per transaction and bucket; a bucket whose
-   * version was not known counts none): what a catch-up replays.
+   * The transactions that edited the buckets to prove between the versions read here (restored)
+   * and those at the target, as counted when the target was set (one per transaction and bucket;
+   * a bucket with no version read counts none): what a catch-up replays, including what the stream
+   * delivered before the target was set.
    */
   public long backlog() {
     return backlog;
