@@ -14,6 +14,8 @@ import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -36,10 +38,10 @@ class ConcurrentWritersTest {
   private static final String DATABASE = "concurrent_writers";
   private static final String SLOT = "concurrent_writers_stream";
   private static final int FENCES = 100_000;
-  /** test_decoding's text for a fence row: its id and seq (the first pair of an update is the old row). */
+  /** test_decoding's text for a fence row or a tombstone: its id and seq. */
   private static final Pattern FENCE = Pattern.compile("id\\[text]:'([^']*)' seq\\[bigint]:(-?\\d+)");
   private static final Pattern BUCKET = Pattern.compile(
-      "new-tuple: bucket\\[integer]:(\\d+) fence_count\\[bigint]:(-?\\d+) checksum\\[bigint]:(-?\\d+) version\\[bigint]:(\\d+)");
+      "bucket\\[integer]:(\\d+) fence_count\\[bigint]:(-?\\d+) checksum\\[bigint]:(-?\\d+) version\\[bigint]:(\\d+)");
 
   @Test
   void eightWritersNeverDeadlockAndTheFingerprintsStayExactInTheTableAndTheStream() throws Exception {
@@ -61,6 +63,12 @@ class ConcurrentWritersTest {
       // exactly where it starts.
       s.execute("SELECT pg_create_logical_replication_slot('" + SLOT + "', 'test_decoding')");
       Buckets streamed = Buckets.read(s);
+      Map<String, Long> held = new HashMap<>();
+      try (ResultSet r = s.executeQuery("SELECT id, seq FROM fences")) {
+        while (r.next()) {
+          held.put(r.getString(1), r.getLong(2));
+        }
+      }
       long deadlocksBefore = deadlocks(s);
 
       ProcessBuilder run = new ProcessBuilder(PGBENCH.toString(), "-h", server.getHost(), "-p", Integer.toString(server.getPort()),
@@ -91,7 +99,7 @@ class ConcurrentWritersTest {
         assertThat(new long[] {r.getLong(1), r.getLong(2)}).as("fence_stats vs the table").containsExactly(table.total());
       }
 
-      long bucketRows = replayTheStream(db, streamed);
+      long bucketRows = replayTheStream(db, streamed, held);
       assertThat(bucketRows).as("bucket rows in the stream").isGreaterThan(2000);
       assertThat(streamed.fingerprints()).as("the stream, replayed, ends where the table is").isEqualTo(table.fingerprints());
     } finally {
@@ -103,11 +111,13 @@ class ConcurrentWritersTest {
   }
 
   /**
-   * Folds every fence change of the stream into {@code buckets}, and checks each bucket row against
-   * it as it comes: the stream delivers a bucket's row after the fence changes of the same
-   * transaction, with the version one past the last. Returns the bucket rows seen.
+   * Folds every fence change of the stream into {@code buckets} as the job reads the stream (a
+   * fence row's insert or update, a delete from its tombstone; the row's own delete, which carries
+   * only the key, skipped), and checks each bucket row against it as it comes: the stream delivers
+   * a bucket's row after the fence changes of the same transaction, with the version one past the
+   * last. {@code held} is each live fence's seq where the stream starts. Returns the bucket rows seen.
    */
-  private static long replayTheStream(Connection db, Buckets buckets) throws SQLException {
+  private static long replayTheStream(Connection db, Buckets buckets, Map<String, Long> held) throws SQLException {
     long rows = 0;
     db.setAutoCommit(false); // a cursor, so that the stream is read in batches
     try (Statement s = db.createStatement()) {
@@ -115,21 +125,28 @@ class ConcurrentWritersTest {
       try (ResultSet r = s.executeQuery("SELECT data FROM pg_logical_slot_get_changes('" + SLOT + "', NULL, NULL)")) {
         while (r.next()) {
           String line = r.getString(1);
-          if (line.startsWith("table public.fences: ")) {
+          if (line.startsWith("table public.fences: INSERT:") || line.startsWith("table public.fences: UPDATE:")) {
+            // The primary key as replica identity: an update carries its new row alone.
+            assertThat(line).as("an update without its old row").doesNotContain("old-key:");
             Matcher m = FENCE.matcher(line);
             assertThat(m.find()).as(line).isTrue();
             String id = m.group(1);
             long seq = Long.parseLong(m.group(2));
-            if (line.startsWith("table public.fences: INSERT:")) {
-              buckets.add(id, seq);
-            } else if (line.startsWith("table public.fences: DELETE:")) {
-              buckets.remove(id, seq);
-            } else {
-              assertThat(m.find()).as("an update's new row: %s", line).isTrue();
-              buckets.remove(id, seq);
-              buckets.add(id, Long.parseLong(m.group(2)));
+            Long before = held.put(id, seq);
+            if (before != null) {
+              buckets.remove(id, before);
             }
+            buckets.add(id, seq);
+          } else if (line.startsWith("table public.fence_tombstones: INSERT:") || line.startsWith("table public.fence_tombstones: UPDATE:")) {
+            Matcher m = FENCE.matcher(line);
+            assertThat(m.find()).as(line).isTrue();
+            String id = m.group(1);
+            Long before = held.remove(id);
+            assertThat(before).as("the fence a tombstone deletes was live: %s", line).isNotNull();
+            assertThat(Long.parseLong(m.group(2))).as("the delete's version, old seq + 1: %s", line).isEqualTo(before + 1);
+            buckets.remove(id, before);
           } else if (line.startsWith("table public.fence_bucket_stats: UPDATE:")) {
+            assertThat(line).as("a bucket row's update without its old row").doesNotContain("old-key:");
             Matcher m = BUCKET.matcher(line);
             assertThat(m.find()).as(line).isTrue();
             int bucket = Integer.parseInt(m.group(1));
