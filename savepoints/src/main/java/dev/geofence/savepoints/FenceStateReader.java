@@ -80,7 +80,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       out.collect(held);
       for (int i = 0; read != null && i < read.size(); i++) {
         if (!overlay.containsKey(read.id(i))) {
-          FenceStateEntry entry = fence(read.id(i), StoredFence.of(read, i), keyGroup);
+          FenceStateEntry entry = withGeometry ? fence(read.id(i), StoredFence.of(read, i), keyGroup) : counted(read, i, keyGroup);
           entry.inSegment = true;
           out.collect(entry);
         }
@@ -143,6 +143,17 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
         entry.polygonStarts = stored.geometry().polygonStarts();
       }
     }
+    return entry;
+  }
+
+  /** Fence {@code i} of a segment without its geometry, its vertices counted in place: what a count needs. */
+  private static FenceStateEntry counted(FenceSegment segment, int i, int keyGroup) {
+    FenceStateEntry entry = entry(FenceStateEntry.Kind.FENCE, segment.id(i), keyGroup);
+    entry.seq = segment.seq(i);
+    entry.live = !segment.deleted(i);
+    entry.vertices = segment.vertexCount(i);
+    entry.lsn = segment.commitLsn(i);
+    entry.commitTime = segment.commitTime(i);
     return entry;
   }
 
