@@ -29,6 +29,8 @@ start_postgis_and_build() {
 load_fences() {  # load_fences N
   $PSQL -d postgres -c "DROP DATABASE IF EXISTS bench" -c "CREATE DATABASE bench"
   $PSQL -d bench -c "CREATE EXTENSION IF NOT EXISTS postgis" -f docker/sql/source/fences-postgis.sql >/dev/null
+  # GEOFENCE_BENCH_TABLE_SQL: statements on the empty table before the load (its storage, e.g.).
+  if [ -n "${GEOFENCE_BENCH_TABLE_SQL:-}" ]; then sql "$GEOFENCE_BENCH_TABLE_SQL"; fi
   # A buffered point with 24 segments per quarter: 96 vertices and the closing one.
   sql "INSERT INTO fences (id, geom) SELECT 'f-' || g,
       ST_SetSRID(ST_Buffer(ST_MakePoint(random() * 30, random() * 30), 0.002 + random() * 0.018, 24), 4326)
