@@ -51,6 +51,7 @@ class FirstContactITCase {
   private static final Path REPO = Path.of("").toAbsolutePath().getParent();
   private static final Pattern TRIGGER_LINE = Pattern.compile("(?m)^  (ENTER|EXIT) +object-\\d+ +fence-\\d+ +at ");
   private static final Pattern SAVEPOINT_LINE = Pattern.compile("\\[demo] savepoint (file:\\S+);");
+  private static final Pattern JOB_LINE = Pattern.compile("\\[demo] job ([0-9a-f]{32}), its checkpoints under (file:\\S+)");
 
   @TempDir Path temp;
 
@@ -136,6 +137,14 @@ class FirstContactITCase {
       assertThat(second.output()).contains("[demo] restarting PostgreSQL", "fences from the last run are in PostgreSQL",
           "[demo] restoring the job from " + savepoint,
           "[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
+      // The restored job prints what in-use asks for; restored in LEGACY mode with no
+      // materialization yet, its checkpoints (or, before the first, a failover) need the savepoint.
+      Matcher jobLine = JOB_LINE.matcher(second.output());
+      assertThat(jobLine.find()).as("the demo names its job and checkpoints:%n%s", second.output()).isTrue();
+      Result inUse = user.run(List.of("java", "-jar", REPO.resolve(tools).toString(), "in-use", savepoint.toString(),
+          "--checkpoint-dir", jobLine.group(2), "--job-id", jobLine.group(1)));
+      assertThat(inUse.status).as(inUse.out + inUse.err).isEqualTo(1);
+      assertThat(inUse.out).contains(" in use: job " + jobLine.group(1));
       try (Connection db = connect(pgPort)) {
         assertThat(strings(db, "SELECT subtask || ' ' || start_mode || ' ' || (hydrated_at IS NOT NULL) FROM hydration_history"
             + " WHERE job_name = 'geofence-demo'")).containsExactlyInAnyOrder("0 fresh true", "1 fresh true", "0 savepoint true", "1 savepoint true");
