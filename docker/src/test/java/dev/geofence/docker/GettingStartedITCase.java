@@ -115,7 +115,8 @@ class GettingStartedITCase {
       }
       job.interrupt();
       assertThat(job.awaitExit(60)).as("the job ended within 60 s of Ctrl-C:%n%s", job.output()).isTrue();
-      assertThat(job.output()).doesNotContain("Exception in thread");
+      assertThat(job.output()).doesNotContain("Exception in thread")
+          .as("the job's id, which savepoints in-use asks for").containsPattern("Job \\S+ submitted as [0-9a-f]{32}");
     } finally {
       if (job != null) {
         job.kill();

@@ -38,9 +38,11 @@ import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
+import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
+import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.configuration.JobManagerOptions;
@@ -52,6 +54,8 @@ import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.jdbc.JdbcConnectionOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.JobListener;
 import org.apache.flink.core.io.SimpleVersionedSerialization;
 import org.apache.flink.core.io.SimpleVersionedSerializer;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
@@ -333,6 +337,20 @@ public final class GeofenceCommand {
       throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
     }
     GeofenceJob.build(env, endpoints, settings);
+    // The job's id names its directory under the checkpoint directory, and savepoints in-use asks
+    // for it; flink run prints it, java -jar's embedded cluster did not.
+    String checkpoints = options.get(CheckpointingOptions.CHECKPOINTS_DIRECTORY);
+    env.registerJobListener(new JobListener() {
+      @Override
+      public void onJobSubmitted(JobClient client, Throwable failure) {
+        if (client != null) {
+          LOG.info("Job {} submitted as {}{}", jobName, client.getJobID(), checkpoints == null ? "" : ", its checkpoints under " + checkpoints);
+        }
+      }
+
+      @Override
+      public void onJobExecuted(JobExecutionResult result, Throwable failure) {}
+    });
     return env;
   }
 
