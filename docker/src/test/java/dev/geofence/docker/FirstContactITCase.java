@@ -51,7 +51,8 @@ class FirstContactITCase {
   private static final Path REPO = Path.of("").toAbsolutePath().getParent();
   private static final Pattern TRIGGER_LINE = Pattern.compile("(?m)^  (ENTER|EXIT) +object-\\d+ +fence-\\d+ +at ");
   private static final Pattern SAVEPOINT_LINE = Pattern.compile("\\[demo] savepoint (file:\\S+);");
-  private static final Pattern JOB_LINE = Pattern.compile("\\[demo] job ([0-9a-f]{32}), its checkpoints under (file:\\S+)");
+  /** What run logs as the job is submitted, the demo's run included. */
+  private static final Pattern JOB_LINE = Pattern.compile("Job \\S+ submitted as ([0-9a-f]{32}), its checkpoints under (file:\\S+)");
 
   @TempDir Path temp;
 
@@ -137,7 +138,7 @@ class FirstContactITCase {
       assertThat(second.output()).contains("[demo] restarting PostgreSQL", "fences from the last run are in PostgreSQL",
           "[demo] restoring the job from " + savepoint,
           "[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
-      // The restored job prints what in-use asks for; restored in LEGACY mode with no
+      // The restored job's log names what in-use asks for; restored in LEGACY mode with no
       // materialization yet, its checkpoints (or, before the first, a failover) need the savepoint.
       Matcher jobLine = JOB_LINE.matcher(second.output());
       assertThat(jobLine.find()).as("the demo names its job and checkpoints:%n%s", second.output()).isTrue();

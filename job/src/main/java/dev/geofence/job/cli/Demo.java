@@ -160,8 +160,6 @@ final class Demo {
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
     job.set(GeofenceCommand.prepare(run, "").executeAsync());
-    // What `geofence-savepoints.jar in-use` asks for, to tell whether a savepoint may be deleted.
-    out.printf("[demo] job %s, its checkpoints under %s%n", job.get().getJobID(), run.get(GeofenceOptions.CHECKPOINT_DIR));
     out.printf("[demo] the tables are queryable while the demo runs:%n"
         + "         psql -h localhost -p %d -U postgres -c 'SELECT kind, count(*) FROM geofence_triggers GROUP BY kind'%n"
         + "         (tables: fences, fence_stats, geofence_triggers, geofence_presence, geofence_dead_letters, hydration_history)%n", port);
