@@ -76,14 +76,22 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     checksum_match    boolean,
     peak_heap_bytes   bigint,
     catchup_backlog   bigint,                     -- transactions (per bucket) the catch-up replays, from the gap check
+    catchup_path      text CHECK (catchup_path IN ('replay', 'read')),  -- how the covered restore caught up
+    catchup_reason    text,                       -- why that path: forced, or the cheaper by the estimates
+    catchup_replay_estimate_ms bigint,            -- what the job estimated each path at
+    catchup_read_estimate_ms   bigint,
     PRIMARY KEY (job_name, subtask, installed_at)
 );
 CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (installed_at);
 -- Columns added since the table's first release, added in place to a table made by an earlier one
--- (its rows keep working: the defaults say no re-read happened, and no backlog was counted).
+-- (its rows keep working: the defaults say no re-read happened, no backlog was counted, no path chosen).
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS buckets_reread bigint NOT NULL DEFAULT 0;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_backlog bigint;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_path text CHECK (catchup_path IN ('replay', 'read'));
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_reason text;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_replay_estimate_ms bigint;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_read_estimate_ms bigint;
 
 -- Which instance of the job writes the outputs (docs/design.md#blue-green-deploys): one row per job
 -- name, kept by jobs run with geofence.handover.enabled. The writer writes triggers and presence of

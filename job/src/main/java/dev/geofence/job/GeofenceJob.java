@@ -188,7 +188,8 @@ public final class GeofenceJob {
                 new FenceIndexOperator(settings.geometryOptions(), settings.geometryFormat(), endpoints.sourceOfTruth(),
                     env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH), settings.timePolicy())
                     .maxHeldLocations(settings.maxHeldLocations())
-                    .evaluatingInBatchesOf(settings.evaluationBatchSize()),
+                    .evaluatingInBatchesOf(settings.evaluationBatchSize())
+                    .catchingUp(settings.catchUp(), settings.locationsReplayDowntime()),
                 holdToken))
         .uid(Uids.FENCE_INDEX);
 

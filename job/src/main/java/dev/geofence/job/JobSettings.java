@@ -3,6 +3,7 @@ package dev.geofence.job;
 import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.io.Serializable;
 import java.time.Duration;
@@ -20,6 +21,8 @@ public final class JobSettings implements Serializable {
   private final LocationTimePolicy timePolicy;
   private final int maxHeldLocations;
   private final int evaluationBatchSize;
+  private final CatchUp catchUp;
+  private final boolean locationsReplayDowntime;
 
   private JobSettings(Builder b) {
     this.geometryOptions = Objects.requireNonNull(b.geometryOptions);
@@ -41,6 +44,8 @@ public final class JobSettings implements Serializable {
       throw new IllegalArgumentException("the evaluation batch size must be at least 1, got " + b.evaluationBatchSize);
     }
     this.evaluationBatchSize = b.evaluationBatchSize;
+    this.catchUp = Objects.requireNonNull(b.catchUp);
+    this.locationsReplayDowntime = b.locationsReplayDowntime;
   }
 
   public static JobSettings defaults() {
@@ -84,6 +89,19 @@ public final class JobSettings implements Serializable {
     return evaluationBatchSize;
   }
 
+  /** How a covered restore catches up: replay, read what changed, or the cheaper. */
+  public CatchUp catchUp() {
+    return catchUp;
+  }
+
+  /**
+   * Whether the location source resumes from its restored position (Kafka, files), so that the
+   * locations of a downtime come after a restore: {@link CatchUp#AUTO} then never reads.
+   */
+  public boolean locationsReplayDowntime() {
+    return locationsReplayDowntime;
+  }
+
   /** Builder of {@link JobSettings}. */
   public static final class Builder {
     private GeometryReadOptions geometryOptions = GeometryReadOptions.defaults();
@@ -93,8 +111,16 @@ public final class JobSettings implements Serializable {
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
     private int maxHeldLocations = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
     private int evaluationBatchSize = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
+    private CatchUp catchUp = GeofenceOptions.CATCH_UP.defaultValue();
+    private boolean locationsReplayDowntime = true;
 
     private Builder() {}
+
+    public Builder catchUp(CatchUp catchUp, boolean locationsReplayDowntime) {
+      this.catchUp = catchUp;
+      this.locationsReplayDowntime = locationsReplayDowntime;
+      return this;
+    }
 
     public Builder geometryOptions(GeometryReadOptions geometryOptions) {
       this.geometryOptions = geometryOptions;

@@ -3,6 +3,7 @@ package dev.geofence.connectors.config;
 import static org.apache.flink.configuration.ConfigOptions.key;
 
 import dev.geofence.state.geom.GeometryFormat;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import dev.geofence.state.time.LocationTimePolicy;
 import java.time.Duration;
@@ -99,6 +100,14 @@ public final class GeofenceOptions {
       .defaultValue(64)
       .withDescription("Locations released together by the fence clock are checked against the index this many at a time"
           + " (1: one by one); larger batches trade a little latency for throughput.");
+
+  public static final ConfigOption<CatchUp> CATCH_UP = key("geofence.fences.catch-up").enumType(CatchUp.class)
+      .defaultValue(CatchUp.AUTO)
+      .withDescription("How a restored index whose gap check passed catches up with the edits made since its snapshot:"
+          + " REPLAY every edit from the change stream; READ the fences whose seq changed (a key-only pass over the subtask's"
+          + " fences, then those rows whole), after which locations stamped before the read are BEFORE_READ dead letters on"
+          + " that subtask; or AUTO, the cheaper by the job's estimates, but READ only when the location source starts at the"
+          + " present (not kafka: or file:, which resume from the savepoint and bring the downtime's locations).");
 
   // ---- locations ----------------------------------------------------------------------------------
 

@@ -70,6 +70,13 @@ public class HydrationEpisode {
    * check.
    */
   public Long catchupBacklog;
+  /** How the catch-up went: {@code replay} or {@code read}; null without a passed gap check. */
+  public String catchupPath;
+  /** Why that path: forced, or the cheaper by the estimates; null with it. */
+  public String catchupReason;
+  /** The estimates of both paths, milliseconds; null with the path. */
+  public Long catchupReplayEstimateMs;
+  public Long catchupReadEstimateMs;
   public long editsReplayed;
   public long editsCoalesced;
   /** Null until a restore's gap check has answered. */
@@ -105,6 +112,10 @@ public class HydrationEpisode {
     c.restoredLsn = restoredLsn;
     c.restoredCommitTime = restoredCommitTime;
     c.catchupBacklog = catchupBacklog;
+    c.catchupPath = catchupPath;
+    c.catchupReason = catchupReason;
+    c.catchupReplayEstimateMs = catchupReplayEstimateMs;
+    c.catchupReadEstimateMs = catchupReadEstimateMs;
     c.editsReplayed = editsReplayed;
     c.editsCoalesced = editsCoalesced;
     c.gapCheck = gapCheck;

@@ -45,8 +45,9 @@ public final class JdbcOutputs {
           + " INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
           + " restored_from, installed_at, restored_at, indexed_at, hydrated_at, restored_lsn, restored_commit_time,"
           + " edits_replayed, edits_coalesced, gap_check, gap_reason, buckets_reread, reread_reason, fences_loaded, fences_expected,"
-          + " checksum_match, peak_heap_bytes, catchup_backlog)"
-          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+          + " checksum_match, peak_heap_bytes, catchup_backlog, catchup_path, catchup_reason, catchup_replay_estimate_ms,"
+          + " catchup_read_estimate_ms)"
+          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
           + " ON CONFLICT (job_name, subtask, installed_at) DO UPDATE SET job_id = excluded.job_id, attempt = excluded.attempt,"
           + " key_group_start = excluded.key_group_start, key_group_end = excluded.key_group_end, start_mode = excluded.start_mode,"
           + " restored_from = excluded.restored_from, restored_at = excluded.restored_at, indexed_at = excluded.indexed_at,"
@@ -56,7 +57,9 @@ public final class JdbcOutputs {
           + " buckets_reread = excluded.buckets_reread, reread_reason = excluded.reread_reason,"
           + " fences_loaded = excluded.fences_loaded, fences_expected = excluded.fences_expected,"
           + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes,"
-          + " catchup_backlog = excluded.catchup_backlog";
+          + " catchup_backlog = excluded.catchup_backlog, catchup_path = excluded.catchup_path,"
+          + " catchup_reason = excluded.catchup_reason, catchup_replay_estimate_ms = excluded.catchup_replay_estimate_ms,"
+          + " catchup_read_estimate_ms = excluded.catchup_read_estimate_ms";
 
   private JdbcOutputs() {}
 
@@ -166,7 +169,11 @@ public final class JdbcOutputs {
     s.setObject(i++, e.fencesExpected, Types.BIGINT);
     s.setObject(i++, e.checksumMatch, Types.BOOLEAN);
     s.setLong(i++, e.peakHeapBytes);
-    s.setObject(i, e.catchupBacklog, Types.BIGINT);
+    s.setObject(i++, e.catchupBacklog, Types.BIGINT);
+    s.setString(i++, e.catchupPath);
+    s.setString(i++, e.catchupReason);
+    s.setObject(i++, e.catchupReplayEstimateMs, Types.BIGINT);
+    s.setObject(i, e.catchupReadEstimateMs, Types.BIGINT);
   }
 
   private static void setTime(PreparedStatement s, int index, long millis) throws SQLException {

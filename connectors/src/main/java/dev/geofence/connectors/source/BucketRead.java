@@ -127,12 +127,12 @@ public final class BucketRead {
   }
 
   /** A row of a result set, taken. */
-  private interface RowReader {
+  interface RowReader {
     void read(ResultSet row) throws SQLException;
   }
 
   /** Runs {@code sql} with the buckets as its one parameter and reads its rows: how many. */
-  private static long query(Connection db, String sql, Array buckets, RowReader reader) throws SQLException {
+  static long query(Connection db, String sql, Array buckets, RowReader reader) throws SQLException {
     long n = 0;
     try (PreparedStatement s = db.prepareStatement(sql)) {
       s.setArray(1, buckets);
@@ -164,8 +164,30 @@ public final class BucketRead {
     return bytes.getCopyOfBuffer();
   }
 
-  /** The query of a chunk's live fences (id, seq, geometry, tenant, bucket), and whether its geometry is bytes. */
-  private record FencesQuery(String sql, boolean binary) {}
+  /**
+   * The query of live fences (id, seq, geometry, tenant, bucket) without its condition; the id as
+   * text to compare with, the seq column and the table, quoted; and whether the geometry is bytes.
+   */
+  record FencesQuery(String select, String id, String seq, String table, boolean binary) {
+    /** The fences of the buckets its one parameter lists. */
+    String ofBuckets() {
+      return select + " WHERE fence_bucket(" + id + ") = ANY(?)";
+    }
+
+    /** The fence row of one live fence, as {@link #ofBuckets} reads it. */
+    FenceChange row(ResultSet r) throws SQLException {
+      FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+      change.fenceId = r.getString(1);
+      change.seq = r.getLong(2);
+      if (binary) {
+        change.geometryBytes = r.getBytes(3);
+      } else {
+        change.geometryText = r.getString(3);
+      }
+      change.tenant = r.getString(4);
+      return change;
+    }
+  }
 
   /**
    * Reads the fences and tombstones of a few buckets, and hands them out bucket by bucket in
@@ -179,28 +201,10 @@ public final class BucketRead {
     // A bucket's tombstones wait for its fences: of a fence deleted and re-created, the delete then
     // reaches a reader that held the fence before both (its objects EXIT), and the re-creation
     // follows it by seq.
-    String tombstones = "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint, fence_bucket(id) FROM "
-        + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
-    counts[1] += query(db, tombstones, buckets, r -> {
-      FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-      change.fenceId = r.getString(1);
-      change.seq = r.getLong(2);
-      change.delete = true;
-      change.commitTime = r.getLong(3);
-      byBucket.computeIfAbsent(r.getInt(4), b -> new ArrayList<>()).add(new Keyed(change));
-    });
-    counts[0] += query(db, fences.sql(), buckets, r -> {
-      FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
-      change.fenceId = r.getString(1);
-      change.seq = r.getLong(2);
-      if (fences.binary()) {
-        change.geometryBytes = r.getBytes(3);
-      } else {
-        change.geometryText = r.getString(3);
-      }
-      change.tenant = r.getString(4);
-      byBucket.computeIfAbsent(r.getInt(5), b -> new ArrayList<>()).add(new Keyed(change));
-    });
+    counts[1] += query(db, tombstonesQuery(c), buckets, r -> byBucket.computeIfAbsent(r.getInt(4), b -> new ArrayList<>())
+        .add(new Keyed(tombstone(r))));
+    counts[0] += query(db, fences.ofBuckets(), buckets, r -> byBucket.computeIfAbsent(r.getInt(5), b -> new ArrayList<>())
+        .add(new Keyed(fences.row(r))));
     for (Integer bucket : chunk) {
       List<Keyed> rows = byBucket.remove(bucket);
       if (rows != null) {
@@ -210,7 +214,23 @@ public final class BucketRead {
     }
   }
 
-  private static FencesQuery fencesQuery(Connection db, FenceTableColumns c) throws SQLException {
+  /** The tombstones (id, seq, deleted at, bucket) of the buckets its one parameter lists. */
+  static String tombstonesQuery(FenceTableColumns c) {
+    return "SELECT id, seq, (extract(epoch FROM deleted_at) * 1000)::bigint, fence_bucket(id) FROM "
+        + c.qualified(c.tombstonesTable()) + " WHERE fence_bucket(id) = ANY(?)";
+  }
+
+  /** A tombstone of {@link #tombstonesQuery}: a delete of its seq, timed at its {@code deleted_at}. */
+  static FenceChange tombstone(ResultSet r) throws SQLException {
+    FenceChange change = snapshotChange(FenceChange.Kind.FENCE);
+    change.fenceId = r.getString(1);
+    change.seq = r.getLong(2);
+    change.delete = true;
+    change.commitTime = r.getLong(3);
+    return change;
+  }
+
+  static FencesQuery fencesQuery(Connection db, FenceTableColumns c) throws SQLException {
     String geometryType = null;
     boolean hasTenant = false;
     try (PreparedStatement s = db.prepareStatement("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
@@ -242,10 +262,10 @@ public final class BucketRead {
     String tenant = hasTenant ? quote(c.tenant()) + "::text" : "NULL";
     String id = quote(c.id()) + "::text";
     return new FencesQuery("SELECT " + id + ", " + quote(c.seq()) + ", " + geometry + ", " + tenant + ", fence_bucket(" + id + ")"
-        + " FROM " + c.qualified(c.fencesTable()) + " WHERE fence_bucket(" + id + ") = ANY(?)", binary);
+        + " FROM " + c.qualified(c.fencesTable()), id, quote(c.seq()), c.qualified(c.fencesTable()), binary);
   }
 
-  private static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
+  static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
     String sql = "SELECT bucket, fence_count, checksum, version FROM " + c.qualified(c.bucketStatsTable())
         + " WHERE bucket = ANY(?)";
     query(db, sql, buckets, r -> {
@@ -258,7 +278,7 @@ public final class BucketRead {
     });
   }
 
-  private static FenceChange snapshotChange(FenceChange.Kind kind) {
+  static FenceChange snapshotChange(FenceChange.Kind kind) {
     FenceChange change = new FenceChange();
     change.kind = kind;
     change.snapshot = true;

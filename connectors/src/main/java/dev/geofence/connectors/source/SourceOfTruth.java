@@ -11,6 +11,8 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
 import java.util.Properties;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -22,7 +24,7 @@ import org.slf4j.LoggerFactory;
 /**
  * The fence index's one way to its source of truth (design: "Start, restore and readiness"): the
  * gap check of a restore, a read of a subtask's buckets (a fresh start's, a rebuild's, a re-read's
- * of some), and the drop of a slot whose WAL is lost. Each step runs on a thread of its own, with
+ * of some, a catch-up's of what changed), and the drop of a slot whose WAL is lost. Each step runs on a thread of its own, with
  * connect and socket timeouts, so that the task goes on taking checkpoints and applying the stream
  * while the database answers (or does not), and decodes the geometries it reads there too. What a
  * step finds is handed to the task's thread through {@link TaskThread} (Flink's mailbox) as it
@@ -73,6 +75,9 @@ public final class SourceOfTruth implements AutoCloseable {
 
     /** The read is complete: every row of it was handed over before. */
     void read(BucketRead.Result result) throws Exception;
+
+    /** The read of what changed is complete: every row of it was handed over before. */
+    void readChanged(ChangedRead.Result result) throws Exception;
 
     /** The database could not be used; the step is to be tried again. */
     void unreachable(String reason) throws Exception;
@@ -140,6 +145,24 @@ public final class SourceOfTruth implements AutoCloseable {
   }
 
   /**
+   * Reads what changed in the subtask's buckets since {@code held} (its live fences and their
+   * seqs, a copy the read consumes): the catch-up by read ({@link ChangedRead}).
+   */
+  public void readChanged(Map<String, Long> held) {
+    start(db -> {
+      List<Row> batch = new ArrayList<>(BATCH);
+      ChangedRead.Result result;
+      try {
+        result = ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, batching(batch));
+      } catch (Interrupted e) {
+        throw new InterruptedException();
+      }
+      handOver(batch);
+      return () -> outcomes.readChanged(result);
+    });
+  }
+
+  /**
    * A fresh start's read: once the job's replication slot exists (the CDC source creates it when it
    * first streams), reads the subtask's buckets as {@link #readAll} does. The slot comes first
    * because it holds every change committed after its creation: the stream then redelivers what
@@ -168,12 +191,7 @@ public final class SourceOfTruth implements AutoCloseable {
     List<Row> batch = new ArrayList<>(BATCH);
     BucketRead.Result result;
     try {
-      java.util.function.Consumer<FenceChange> rows = change -> {
-        batch.add(new Row(change, decoder.decode(change)));
-        if (batch.size() == BATCH) {
-          handOver(batch);
-        }
-      };
+      Consumer<FenceChange> rows = batching(batch);
       result = buckets == null
           ? BucketRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, rows)
           : BucketRead.readBuckets(db, source.columns(), buckets, rows);
@@ -182,6 +200,16 @@ public final class SourceOfTruth implements AutoCloseable {
     }
     handOver(batch);
     return () -> outcomes.read(result);
+  }
+
+  /** Decodes each row into {@code batch}, handing it over whenever it is full. */
+  private Consumer<FenceChange> batching(List<Row> batch) {
+    return change -> {
+      batch.add(new Row(change, decoder.decode(change)));
+      if (batch.size() == BATCH) {
+        handOver(batch);
+      }
+    };
   }
 
   /** Hands the rows so far to the task's thread, waiting while it is {@link #BATCHES_AHEAD} behind. */

@@ -167,7 +167,9 @@ class JdbcOutputsTest {
     String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/earlier";
     try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
       Migrations.applyOutputs(c);
-      s.execute("ALTER TABLE hydration_history DROP COLUMN buckets_reread, DROP COLUMN reread_reason, DROP COLUMN catchup_backlog");
+      s.execute("ALTER TABLE hydration_history DROP COLUMN buckets_reread, DROP COLUMN reread_reason, DROP COLUMN catchup_backlog,"
+          + " DROP COLUMN catchup_path, DROP COLUMN catchup_reason, DROP COLUMN catchup_replay_estimate_ms,"
+          + " DROP COLUMN catchup_read_estimate_ms");
       s.execute("INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
           + " installed_at, gap_check) VALUES ('earlier', 'x', 0, 0, 0, 127, 'fresh', now(), 'not-needed')");
       Migrations.ensureOutputs(c);
@@ -175,17 +177,23 @@ class JdbcOutputsTest {
       healed.bucketsReread = 2;
       healed.rereadReason = "bucket 17 still mismatched 900 ms of event time after its fingerprint; read again from the source";
       healed.catchupBacklog = 1_440L;
+      healed.catchupPath = "read";
+      healed.catchupReason = "read is the cheaper";
+      healed.catchupReplayEstimateMs = 900L;
+      healed.catchupReadEstimateMs = 400L;
       write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
           .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
           HydrationEpisode.class, healed);
       List<String> rows = new ArrayList<>();
-      try (ResultSet r = s.executeQuery("SELECT job_name, buckets_reread, reread_reason, catchup_backlog FROM hydration_history"
-          + " ORDER BY job_name")) {
+      try (ResultSet r = s.executeQuery("SELECT job_name, buckets_reread, reread_reason, catchup_backlog, catchup_path,"
+          + " catchup_reason, catchup_replay_estimate_ms, catchup_read_estimate_ms FROM hydration_history ORDER BY job_name")) {
         while (r.next()) {
-          rows.add(r.getString(1) + " " + r.getLong(2) + " " + r.getString(3) + " " + r.getObject(4));
+          rows.add(r.getString(1) + " " + r.getLong(2) + " " + r.getString(3) + " " + r.getObject(4) + " " + r.getString(5) + " "
+              + r.getString(6) + " " + r.getObject(7) + " " + r.getObject(8));
         }
       }
-      assertThat(rows).containsExactly("earlier 0 null null", "geofence 2 " + healed.rereadReason + " 1440");
+      assertThat(rows).containsExactly("earlier 0 null null null null null null",
+          "geofence 2 " + healed.rereadReason + " 1440 read read is the cheaper 900 400");
     }
   }
 

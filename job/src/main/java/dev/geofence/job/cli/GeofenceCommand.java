@@ -24,6 +24,7 @@ import dev.geofence.job.handover.HandoverGate;
 import dev.geofence.job.handover.SavepointSlots;
 import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.StateSettings;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
@@ -95,6 +96,7 @@ public final class GeofenceCommand {
       SourceFlags.GEOMETRY_FORMAT,
       Flag.choice("invalid-polygons", GeofenceOptions.INVALID_POLYGONS, InvalidPolygonPolicy.class),
       Flag.number("evaluation-batch-size", "N", GeofenceOptions.EVALUATION_BATCH_SIZE),
+      Flag.choice("catch-up", GeofenceOptions.CATCH_UP, CatchUp.class),
       SourceFlags.SLOT,
       Flag.text("publication", "NAME", GeofenceOptions.PUBLICATION),
       Flag.duration("heartbeat-interval", GeofenceOptions.HEARTBEAT_INTERVAL),
@@ -278,6 +280,7 @@ public final class GeofenceCommand {
         .locationOutOfOrderness(RUN.get(options, GeofenceOptions.LOCATION_OUT_OF_ORDERNESS))
         .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
         .evaluationBatchSize(RUN.get(options, GeofenceOptions.EVALUATION_BATCH_SIZE))
+        .catchUp(RUN.get(options, GeofenceOptions.CATCH_UP), replaysDowntime(RUN.required(options, GeofenceOptions.LOCATIONS)))
         .build();
 
     Duration checkpointInterval = RUN.get(options, GeofenceOptions.CHECKPOINT_INTERVAL);
@@ -433,6 +436,15 @@ public final class GeofenceCommand {
    * The location source a {@code --locations} spec names; {@code restored} is the savepoint the job
    * restores from, or null.
    */
+  /**
+   * Whether the location source of {@code spec} resumes from its restored position and so brings
+   * the locations of a downtime after a restore: Kafka and files do; the generator and the fleet
+   * stamp their locations now.
+   */
+  static boolean replaysDowntime(String spec) {
+    return spec.startsWith("kafka:") || spec.startsWith("file:");
+  }
+
   static Source<String, ?, ?> locations(String spec, String kafkaGroup, CheckpointMetadata restored) {
     if (spec.startsWith("file:")) {
       return LocationSources.files(spec.substring(5), Duration.ofSeconds(1));

@@ -24,6 +24,9 @@ public final class Admission implements Evaluation.OutOfOrder {
   private long late;
   private long tooLate;
   private long outOfOrder;
+  private long beforeRead;
+  /** The read time of a catch-up by read of what changed: locations stamped before it are refused; 0 for none. */
+  private long readTime;
 
   public Admission(LocationTimePolicy policy, Consumer<DeadLetter> deadLetters) {
     this.policy = policy;
@@ -38,6 +41,32 @@ public final class Admission implements Evaluation.OutOfOrder {
     tooLate++;
     deadLetter(location, LocationTimePolicy.LATE, "more than the allowed lateness of " + policy.allowedLateness().toMillis()
         + " ms behind the fence index's clock at " + Instant.ofEpochMilli(clock));
+    return true;
+  }
+
+  /**
+   * This subtask caught up by reading what changed at {@code time}: it holds the fence versions of
+   * that instant, not those before it for the fences that changed, so a location stamped earlier
+   * is refused here (the newest read wins).
+   */
+  void readAt(long time) {
+    readTime = Math.max(readTime, time);
+  }
+
+  /** The read time locations are refused before, 0 for none. */
+  long readTime() {
+    return readTime;
+  }
+
+  /** Whether the location is stamped before this subtask's read of what changed: then a dead letter. */
+  boolean beforeRead(Location location) {
+    if (location.timestamp >= readTime) {
+      return false;
+    }
+    beforeRead++;
+    deadLetter(location, LocationTimePolicy.BEFORE_READ, "stamped before " + Instant.ofEpochMilli(readTime) + ", when this subtask"
+        + " caught up by reading the fences changed since its restored state: the versions of the location's time were not read"
+        + " (evaluated by the subtasks that replayed, if any)");
     return true;
   }
 
@@ -68,5 +97,9 @@ public final class Admission implements Evaluation.OutOfOrder {
 
   long outOfOrderCount() {
     return outOfOrder;
+  }
+
+  long beforeReadCount() {
+    return beforeRead;
   }
 }

@@ -3,6 +3,7 @@ package dev.geofence.job.index;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.Readiness;
 import java.util.function.LongSupplier;
 import org.apache.flink.metrics.Counter;
@@ -31,6 +32,9 @@ final class FenceIndexGauges {
     group.gauge(FenceIndexMetrics.SNAPSHOT_AGE_MS,
         () -> recorder.restoredTime() == 0 ? -1 : Math.max(0, System.currentTimeMillis() - recorder.restoredTime()));
     group.gauge(FenceIndexMetrics.CATCHUP_BACKLOG, () -> readiness.catchUpBacklog());
+    group.gauge(FenceIndexMetrics.CATCHUP_REPLAY_ESTIMATE_MS, () -> warmUp.decision() == null ? 0 : warmUp.decision().replayMillis());
+    group.gauge(FenceIndexMetrics.CATCHUP_READ_ESTIMATE_MS, () -> warmUp.decision() == null ? 0 : warmUp.decision().readMillis());
+    group.gauge(FenceIndexMetrics.CATCHUP_READ, () -> warmUp.decision() != null && warmUp.decision().path() == CatchUp.READ ? 1 : 0);
     group.gauge(FenceIndexMetrics.PENDING_LOCATIONS, () -> clock.heldLocations());
     group.gauge(FenceIndexMetrics.PENDING_EDITS, () -> ledger.schedule().edits());
     group.gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());
@@ -40,6 +44,7 @@ final class FenceIndexGauges {
     counter(group, FenceIndexMetrics.LATE_LOCATIONS, admission::lateCount);
     counter(group, FenceIndexMetrics.TOO_LATE_LOCATIONS, admission::tooLateCount);
     counter(group, FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, admission::outOfOrderCount);
+    counter(group, FenceIndexMetrics.BEFORE_READ_LOCATIONS, admission::beforeReadCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD, warmUp::rereadCount);
     counter(group, FenceIndexMetrics.SEGMENTS_REWRITTEN, keyed::segmentsRewrittenCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED, warmUp::rereadUnmatchedCount);

@@ -29,6 +29,12 @@ public final class FenceIndexMetrics {
    * the catch-up target, as the gap check found them: what the catch-up replays. 0 before it.
    */
   public static final String CATCHUP_BACKLOG = "catchup_backlog";
+  /** What the gap check estimated a replay of the backlog at, milliseconds; 0 before it. */
+  public static final String CATCHUP_REPLAY_ESTIMATE_MS = "catchup_replay_estimate_ms";
+  /** What it estimated a read of the fences changed since the restored state at, milliseconds; 0 before it. */
+  public static final String CATCHUP_READ_ESTIMATE_MS = "catchup_read_estimate_ms";
+  /** 1 when the subtask's catch-up reads what changed, 0 when it replays (or before the choice). */
+  public static final String CATCHUP_READ = "catchup_read";
   public static final String PENDING_LOCATIONS = "pending_locations";
   public static final String PENDING_EDITS = "pending_edits";
   /** Superseded fence versions kept for late locations. */
@@ -41,6 +47,8 @@ public final class FenceIndexMetrics {
   public static final String TOO_LATE_LOCATIONS = "too_late_locations";
   /** Locations older than the newest evaluated for their object: OUT_OF_ORDER dead letters. */
   public static final String OUT_OF_ORDER_LOCATIONS = "out_of_order_locations";
+  /** Locations stamped before a catch-up's read of what changed, on a subtask that caught up so: BEFORE_READ dead letters. */
+  public static final String BEFORE_READ_LOCATIONS = "before_read_locations";
   public static final String EDITS_APPLIED = "edits_applied";
   public static final String EDITS_DUPLICATE = "edits_duplicate";
   public static final String EDITS_STALE = "edits_stale";

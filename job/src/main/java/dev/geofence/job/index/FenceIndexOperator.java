@@ -22,6 +22,7 @@ import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.Schedule;
 import dev.geofence.state.readiness.BucketFingerprints;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
@@ -96,6 +97,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private final LocationTimePolicy timePolicy;
   private int maxHeldLocations = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
   private int evaluationBatch = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
+  private CatchUp catchUp = CatchUp.AUTO;
+  /** Whether the location source resumes from its restored position (then the downtime's locations come). */
+  private boolean locationsReplayDowntime = true;
   /** How keyed state is written: the current layout, except in tests of what another release wrote. */
   private FenceIndexState.Writing writing = FenceIndexState.Writing.CURRENT;
 
@@ -159,6 +163,17 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return this;
   }
 
+  /**
+   * How a restore the gap check found covered catches up ({@link CatchUp}); {@code
+   * locationsReplayDowntime}: whether the location source resumes from its restored position, so
+   * that {@link CatchUp#AUTO} never makes the locations of the downtime dead letters.
+   */
+  public FenceIndexOperator catchingUp(CatchUp catchUp, boolean locationsReplayDowntime) {
+    this.catchUp = java.util.Objects.requireNonNull(catchUp);
+    this.locationsReplayDowntime = locationsReplayDowntime;
+    return this;
+  }
+
   /** Set by the operator's factory: the gateway to the coordinator that pauses the location sources. */
   void reportHoldTo(OperatorEventGateway gateway) {
     hold = new HoldReport(gateway, maxHeldLocations);
@@ -199,9 +214,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     locations = new LocationPath(clock, readiness, admission, evaluation, ledger, hold, recorder::update,
         own.getStartKeyGroup(), own.getEndKeyGroup());
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
-        source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue);
+        source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
+        new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
+            admission::readAt));
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
-    new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder)
+    new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission)
         .read(context.isRestored(), maxParallelism, own, union);
     // A fresh start reads its buckets from the source itself, the CDC source streaming from the
     // slot; without a source (tests), the stream alone feeds it and there is nothing to prove.

@@ -4,6 +4,7 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.state.edit.FenceSet;
+import dev.geofence.state.readiness.CatchUpChoice;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
@@ -133,6 +134,14 @@ final class HydrationRecorder {
   /** What the catch-up replays, as the gap check found it (transactions, per bucket). */
   void catchUpBacklog(long transactions) {
     episode.catchupBacklog = transactions;
+  }
+
+  /** The catch-up's path, why, and both estimates. */
+  void catchUp(CatchUpChoice.Decision decision) {
+    episode.catchupPath = decision.path().label();
+    episode.catchupReason = decision.reason();
+    episode.catchupReplayEstimateMs = decision.replayMillis();
+    episode.catchupReadEstimateMs = decision.readMillis();
   }
 
   LoadPhase phase() {

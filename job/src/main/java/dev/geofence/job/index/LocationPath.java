@@ -6,6 +6,7 @@ import dev.geofence.job.operator.FenceIndexUnionState;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.readiness.Readiness;
 import org.apache.flink.annotation.Internal;
+import org.apache.flink.runtime.state.KeyGroupRange;
 
 /**
  * The path of the locations through one fence index subtask (docs/design.md#time-rules): each
@@ -38,7 +39,9 @@ public final class LocationPath {
 
     @Override
     public void evaluate(Location location, int start, int end) throws Exception {
-      evaluation.add(location, start, end);
+      if (!admission.beforeRead(location)) {
+        evaluation.add(location, start, end);
+      }
     }
 
     @Override
@@ -71,6 +74,9 @@ public final class LocationPath {
       return;
     }
     if (location.timestamp <= clock.time() && readiness.ready()) {
+      if (admission.beforeRead(location)) {
+        return;
+      }
       admission.late();
       evaluation.evaluate(location, keyGroupStart, keyGroupEnd);
     } else {
@@ -127,7 +133,8 @@ public final class LocationPath {
    */
   void checkpoint(FenceIndexUnionState union, String untrusted, int subtask, int parallelism) throws Exception {
     evaluation.forgetOlderThan(clock.historyHorizon());
-    union.write(clock.held(), clock.time(), untrusted, evaluation::forEachNewest, subtask, parallelism);
+    union.write(clock.held(), clock.time(), untrusted, evaluation::forEachNewest, subtask, parallelism,
+        admission.readTime() > clock.historyHorizon() ? admission.readTime() : 0, new KeyGroupRange(keyGroupStart, keyGroupEnd));
   }
 
   /** The time rules' counts, for the operator's view in tests. */

@@ -24,7 +24,7 @@ import org.apache.flink.runtime.state.KeyGroupRange;
  * the clock into the ledger.
  */
 record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readiness, EventClock clock, Evaluation evaluation,
-    WarmUp warmUp, HydrationRecorder recorder, EditDecoder decoder) {
+    WarmUp warmUp, HydrationRecorder recorder, EditDecoder decoder, Admission admission) {
 
   /** A fence read back, with the bucket it was stored in. */
   private record Read(int bucket, String fenceId, StoredFence stored) {}
@@ -58,6 +58,11 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
       @Override
       public void objectNewest(String objectId, long time) {
         evaluation.restoreNewest(objectId, time);
+      }
+
+      @Override
+      public void readAt(long time) {
+        admission.readAt(time);
       }
     });
     if (warmUp.unreadableCount() > 0) {

@@ -3,15 +3,20 @@ package dev.geofence.job.index;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.source.BucketRead;
+import dev.geofence.connectors.source.ChangedRead;
 import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.ledger.FenceLedger;
+import dev.geofence.state.readiness.CatchUp;
+import dev.geofence.state.readiness.CatchUpChoice;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.readiness.Rereads;
 import dev.geofence.state.readiness.SourceRead;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.function.LongConsumer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -38,6 +43,13 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
 
   private static final Logger LOG = LoggerFactory.getLogger(WarmUp.class);
 
+  /**
+   * How a covered restore catches up: the configured mode, whether the location source replays the
+   * downtime, the job's parallelism (for the estimates), and where a read's time goes (the time
+   * rules refuse locations older than it).
+   */
+  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt) {}
+
   private final Readiness readiness;
   private final HydrationRecorder recorder;
   private final FenceLedger ledger;
@@ -47,6 +59,9 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   private final long patienceMillis;
   /** Run after every outcome: the index may have become ready. */
   private final SourceOfTruth.Action settled;
+  private final CatchUpRule catchUp;
+  /** The catch-up's path and estimates, once a gap check has passed; null before. */
+  private CatchUpChoice.Decision decision;
   /** Fences whose restored version is of a format this release cannot read. */
   private final List<String> unreadable = new ArrayList<>();
   private final Rereads rereads = new Rereads();
@@ -60,7 +75,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   private String sourceUrl;
 
   WarmUp(Readiness readiness, HydrationRecorder recorder, FenceLedger ledger, EditDecoder decoder, ProcessingTimeService time,
-      Duration heartbeatInterval, SourceOfTruth.Action settled) {
+      Duration heartbeatInterval, SourceOfTruth.Action settled, CatchUpRule catchUp) {
     this.readiness = readiness;
     this.recorder = recorder;
     this.ledger = ledger;
@@ -68,6 +83,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     this.time = time;
     this.patienceMillis = heartbeatInterval.toMillis();
     this.settled = settled;
+    this.catchUp = catchUp;
+  }
+
+  /** The catch-up's path and estimates, once a gap check has passed; null before. */
+  CatchUpChoice.Decision decision() {
+    return decision;
   }
 
   /** A restored fence this release cannot read: the index is rebuilt without it. */
@@ -99,7 +120,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    * trusted.
    */
   private void next() throws Exception {
-    if (source == null || source.busy() || (readiness.verified() && readiness.distrust() == null)) {
+    if (source == null || source.busy()
+        || (readiness.verified() && readiness.distrust() == null && !readiness.isReadingChanged())) {
       return;
     }
     if (readiness.distrust() != null || readiness.loading()) {
@@ -113,6 +135,10 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       } else {
         source.readAll();
       }
+    } else if (readiness.isReadingChanged()) {
+      // The fences held now, copied for the read's thread: what the stream applied since counts.
+      read = SourceRead.ofAllBuckets();
+      source.readChanged(ledger.fences().liveSeqs());
     } else {
       recorder.enter(LoadPhase.GAP_CHECK);
       source.checkGap(restoredLsn);
@@ -214,9 +240,17 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
           ? verdict.result().reason() + "; proven by the bucket versions at " + Lsn.format(verdict.target().lsn()) : null);
       readiness.coveredUpTo(verdict.target().lsn(), verdict.target().bucketVersions());
       recorder.catchUpBacklog(readiness.catchUpBacklog());
-      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source, {} transactions of them to"
-              + " replay){}", verdict.result().reason(), Lsn.format(verdict.target().lsn()), verdict.target().fenceCount(),
-          readiness.catchUpBacklog(), verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "");
+      decision = CatchUpChoice.choose(catchUp.mode(), readiness.catchUpBacklog(), ledger.fences().liveCount(), catchUp.parallelism(),
+          catchUp.locationsReplayDowntime());
+      recorder.catchUp(decision);
+      LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source, {} transactions of them since"
+              + " the restored state){}; catch-up by {}: {}", verdict.result().reason(), Lsn.format(verdict.target().lsn()),
+          verdict.target().fenceCount(), readiness.catchUpBacklog(),
+          verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "",
+          decision.path().label(), decision.reason());
+      if (decision.path() == CatchUp.READ) {
+        readiness.readingChanged();
+      }
       readiness.proveVersionsOnceCaughtUp();
     }
     recorder.record();
@@ -265,6 +299,30 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
           loaded ? "Loaded" : "Rebuilt", result.millis(), result.fences(), result.tombstones(), Lsn.format(result.lsn()), gone.size());
       readiness.rebuilt(result.lsn());
+    }
+    stepped();
+  }
+
+  /**
+   * The read of what changed is complete: held fences the source has no row of at all (and that
+   * the stream did not bring meanwhile) are deleted, the bucket rows read are the proof, and
+   * locations stamped before the read are refused from now on.
+   */
+  @Override
+  public void readChanged(ChangedRead.Result result) throws Exception {
+    List<String> gone = read.gone(result.missing());
+    long now = System.currentTimeMillis();
+    for (String id : gone) {
+      ledger.deleteGone(id, now);
+    }
+    read = null;
+    if (readiness.distrust() == null) {
+      catchUp.readAt().accept(result.readTime());
+      readiness.readChanged(result.lsn());
+      LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared, {} read whole,"
+              + " {} tombstones of held fences, {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead"
+              + " letters here", result.millis(), result.keys(), result.changed(), result.tombstones(), gone.size(),
+          Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
     }
     stepped();
   }

@@ -45,11 +45,16 @@ public final class FenceIndexUnionState {
     void untrusted(String reason);
 
     void objectNewest(String objectId, long time);
+
+    /** Locations stamped before {@code time} are refused (a catch-up by read of what changed was at it). */
+    void readAt(long time);
   }
 
   private final ListState<PendingLocation> held;
   private final ListState<Long> clock;
   private final ListState<String> untrusted;
+  /** Per subtask that caught up by a read still in reach of a location: its read time and key groups. */
+  private final ListState<long[]> readTimes;
   private final ListState<byte[]> objectTimes;
   /** Earlier releases' form of the objects' newest times: read, and written only as they wrote it (tests). */
   private final ListState<Tuple2<String, Long>> objectTimesPerObject;
@@ -60,6 +65,7 @@ public final class FenceIndexUnionState {
     held = store.getUnionListState(new ListStateDescriptor<>("pending-locations", TypeInformation.of(PendingLocation.class)));
     clock = store.getUnionListState(new ListStateDescriptor<>("clock", Types.LONG));
     untrusted = store.getUnionListState(new ListStateDescriptor<>("untrusted", Types.STRING));
+    readTimes = store.getUnionListState(new ListStateDescriptor<>("read-times", PrimitiveArrayTypeInfo.LONG_PRIMITIVE_ARRAY_TYPE_INFO));
     objectTimes = store.getUnionListState(new ListStateDescriptor<>("object-times-packed", PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
     objectTimesPerObject = store.getUnionListState(new ListStateDescriptor<>("object-times", Types.TUPLE(Types.STRING, Types.LONG)));
     this.previousLayout = previousLayout;
@@ -80,6 +86,12 @@ public final class FenceIndexUnionState {
     }
     for (String reason : untrusted.get()) {
       restored.untrusted(reason);
+    }
+    // A read's time goes with the key groups it read: whoever owns any of them now refuses what is older.
+    for (long[] read : readTimes.get()) {
+      if (read[1] <= own.getEndKeyGroup() && read[2] >= own.getStartKeyGroup()) {
+        restored.readAt(read[0]);
+      }
     }
     for (byte[] packed : objectTimes.get()) {
       DataInputDeserializer in = new DataInputDeserializer(packed);
@@ -103,13 +115,16 @@ public final class FenceIndexUnionState {
   /**
    * Writes this subtask's part before a snapshot: the locations it holds, its clock, why its index
    * cannot be trusted (null: it can), and, of every object's newest evaluated time ({@code
-   * newest} gives each), the share of subtask {@code subtask} of {@code subtasks}.
+   * newest} gives each), the share of subtask {@code subtask} of {@code subtasks}; and the time of
+   * its catch-up's read of what changed, if a location may still be older ({@code readTime}, 0 for none),
+   * for key groups {@code own}.
    */
   public void write(List<PendingLocation> heldNow, long clockNow, String untrustedNow, Consumer<BiConsumer<String, Long>> newest,
-      int subtask, int subtasks) throws Exception {
+      int subtask, int subtasks, long readTime, KeyGroupRange own) throws Exception {
     held.update(heldNow);
     clock.update(List.of(clockNow));
     untrusted.update(untrustedNow == null ? List.of() : List.of(untrustedNow));
+    readTimes.update(readTime == 0 ? List.of() : List.of(new long[] {readTime, own.getStartKeyGroup(), own.getEndKeyGroup()}));
     List<Tuple2<String, Long>> share = new ArrayList<>();
     newest.accept((object, time) -> {
       if (Math.floorMod(object.hashCode(), subtasks) == subtask) {

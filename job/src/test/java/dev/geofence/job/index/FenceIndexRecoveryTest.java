@@ -19,7 +19,9 @@ import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.LoadPhase;
+import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.readiness.Rereads;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.ServerSocket;
@@ -30,6 +32,8 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.BooleanSupplier;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
@@ -283,6 +287,125 @@ class FenceIndexRecoveryTest {
         assertThat(last.gapCheck).isEqualTo(GapCheck.GAP);
         assertThat(last.gapReason).contains("skipped");
       }
+    }
+  }
+
+  /**
+   * A restore that catches up by reading what changed (issue 37): edits made while the job was
+   * down (a reshape, a delete, a delete and re-creation, a new fence, one fence edited many times)
+   * are read whole, only they, in one transaction with the bucket rows; the source is stopped
+   * between the gap check and the read, which is tried again once it is back. The deletes EXIT
+   * their members, a location stamped before the read is a BEFORE_READ dead letter, one after it
+   * sees the fences as the source has them, and every seq equals the source's.
+   */
+  @Test
+  void aCoveredRestoreCatchesUpByReadingWhatChanged(@TempDir Path dir) throws Exception {
+    int port;
+    try (ServerSocket socket = new ServerSocket(0)) {
+      port = socket.getLocalPort();
+    }
+    Path data = dir.resolve("pg");
+    EmbeddedPostgres pg = postgres(port, data);
+    try {
+      OperatorSubtaskState snapshot;
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+          for (int i = 0; i < 50; i++) {
+            insert.setString(1, "fence-" + i);
+            insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i % 2 == 0 ? SQUARE : FAR_SQUARE)));
+            insert.execute();
+          }
+        }
+        try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
+          harness.open();
+          dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
+              change -> {
+                try {
+                  harness.processElement1(change, 0);
+                } catch (Exception e) {
+                  throw new AssertionError(e);
+                }
+              });
+          heartbeat(harness, 1, 10);
+          harness.processElement2(location("o1", 20, 5, 5), 20);
+          harness.processBothWatermarks(new Watermark(30));
+          assertThat(triggers(harness)).as("o1 inside every even fence").hasSize(25);
+          snapshot = harness.snapshot(1, 30);
+        }
+        s.execute("SELECT pg_create_logical_replication_slot('slot_read', 'pgoutput')");
+        byte[] far = new WKBWriter().write(new WKTReader().read(FAR_SQUARE));
+        try (PreparedStatement reshape = db.prepareStatement("UPDATE fences SET geom = ? WHERE id = 'fence-2'")) {
+          reshape.setBytes(1, far);
+          reshape.execute();
+        }
+        s.execute("DELETE FROM fences WHERE id = 'fence-4'");
+        s.execute("DELETE FROM fences WHERE id = 'fence-6'");
+        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+          insert.setString(1, "fence-6");
+          insert.setBytes(2, far);
+          insert.execute();
+          insert.setString(1, "fence-60");
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(SQUARE)));
+          insert.execute();
+        }
+        for (int i = 0; i < 5; i++) {
+          s.execute("UPDATE fences SET geom = geom WHERE id = 'fence-10'");
+        }
+      }
+
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_read"), null).catchingUp(CatchUp.READ, true);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        // The gap check's verdict waits in the mailbox; the source goes before the read can begin.
+        Waiting.until("the gap check's verdict", Duration.ofMinutes(1), () -> harness.getTaskMailbox().hasMail());
+        pg.close();
+        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "read".equals(e.catchupPath)), "the catch-up's choice");
+        advanceUntil(harness, () -> !operator.view().recovering(), "the read to find the source unreachable");
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
+        assertThat(operator.view().fences().seqOf("fence-10")).isEqualTo(1);
+        pg = postgres(port, data);
+        advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-10") == 6,
+            "the read of what changed, tried again once the source is back");
+
+        Map<String, Long> source = new TreeMap<>();
+        try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
+            var r = s.executeQuery("SELECT id, seq FROM fences")) {
+          while (r.next()) {
+            source.put(r.getString(1), r.getLong(2));
+          }
+        }
+        Map<String, Long> held = new TreeMap<>();
+        operator.view().fences().liveIds().forEach(id -> held.put(id, operator.view().fences().seqOf(id)));
+        assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(source);
+        assertThat(held).containsEntry("fence-2", 2L).containsEntry("fence-6", 3L).containsEntry("fence-60", 1L)
+            .containsEntry("fence-10", 6L).doesNotContainKey("fence-4");
+        assertThat(triggers(harness).stream().map(t -> t.kind + " " + t.fenceId))
+            .as("the deletes EXIT their member").containsExactlyInAnyOrder("EXIT fence-4", "EXIT fence-6");
+
+        long now = System.currentTimeMillis() + 60_000;
+        heartbeat(harness, FAR_LSN, now);
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        harness.processElement2(location("o1", 40, 5, 5), 40);
+        harness.processElement2(location("o1", now, 5, 5), now);
+        harness.processBothWatermarks(new Watermark(now + 1));
+        assertThat(triggers(harness).stream().skip(2).map(t -> t.kind + " " + t.fenceId + " " + t.eventTime))
+            .as("after the read: fence-2 reshaped away, fence-60 new")
+            .containsExactlyInAnyOrder("EXIT fence-2 " + now, "ENTER fence-60 " + now);
+        assertThat(harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS)).singleElement()
+            .satisfies(l -> assertThat(l.getValue().reason).isEqualTo(LocationTimePolicy.BEFORE_READ))
+            .satisfies(l -> assertThat(l.getValue().eventTime).isEqualTo(40));
+        HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+        assertThat(last.catchupPath).isEqualTo("read");
+        assertThat(last.catchupReason).contains("forced");
+        assertThat(last.catchupBacklog).as("ten transactions, each of one bucket").isEqualTo(10);
+        assertThat(last.catchupReplayEstimateMs).isNotNull();
+        assertThat(last.hydratedAt).isPositive();
+      }
+    } finally {
+      pg.close();
     }
   }
 

@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.BiConsumer;
 
 /**
  * A subtask's fences as the edit semantics define them: the stored version of every fence it has
@@ -152,9 +153,21 @@ public final class FenceSet {
   /** The ids of the live fences. */
   public List<String> liveIds() {
     List<String> ids = new ArrayList<>();
+    forEachLive((id, seq) -> ids.add(id));
+    return ids;
+  }
+
+  /** The live fences and their seqs, a copy (for a catch-up's read of what changed, on another thread). */
+  public Map<String, Long> liveSeqs() {
+    Map<String, Long> seqs = new HashMap<>((int) Math.min(Integer.MAX_VALUE, liveCount() * 4 / 3 + 16));
+    forEachLive(seqs::put);
+    return seqs;
+  }
+
+  private void forEachLive(BiConsumer<String, Long> live) {
     versions.forEach((id, stored) -> {
       if (stored > 0) {
-        ids.add(id);
+        live.accept(id, stored);
       }
     });
     for (FenceSegment segment : segments.values()) {
@@ -162,12 +175,11 @@ public final class FenceSet {
         if (!segment.deleted(i)) {
           String id = segment.id(i);
           if (!versions.containsKey(id)) {
-            ids.add(id);
+            live.accept(id, segment.seq(i));
           }
         }
       }
     }
-    return ids;
   }
 
   public FenceIndex index() {

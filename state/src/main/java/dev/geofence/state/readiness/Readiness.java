@@ -11,7 +11,7 @@ package dev.geofence.state.readiness;
  *       version jump in the stream, restored state of a format this release cannot read (distrust
  *       lasts until a rebuild);
  *   <li>the stream has passed the catch-up target, and every bucket version the source held there
- *       has arrived ({@link BucketVersions});
+ *       has arrived ({@link BucketVersions}), or a catch-up by read of what changed has read them;
  *   <li>every owned bucket's fingerprint matches the source's ({@link BucketFingerprints}).
  * </ul>
  *
@@ -40,6 +40,8 @@ public final class Readiness {
   private String distrust;
   /** Whether buckets that stayed mismatched are being read again from the source ({@link Rereads}). */
   private boolean rereading;
+  /** A catch-up by read of what changed is under way: nothing is ready until it is {@link #readChanged}. */
+  private boolean readingChanged;
   private long catchUpTarget;
   private long streamLsn;
   private long streamTime;
@@ -145,8 +147,33 @@ public final class Readiness {
     return distrust;
   }
 
+  /** The covered index catches up by reading what changed instead of replaying: not ready until {@link #readChanged}. */
+  public void readingChanged() {
+    readingChanged = true;
+    wasReady = false;
+  }
+
+  /** Whether a catch-up by read of what changed is under way. */
+  public boolean isReadingChanged() {
+    return readingChanged;
+  }
+
+  /**
+   * What changed since the restored state was read at {@code lsn}, with the bucket rows of that
+   * instant: they are the proof, as after a rebuild; ready once the stream passes it.
+   */
+  public void readChanged(long lsn) {
+    readingChanged = false;
+    versions.proven();
+    if (Long.compareUnsigned(lsn, catchUpTarget) > 0) {
+      catchUpTarget = lsn;
+    }
+    settle();
+  }
+
   /** The index was read afresh from the source at {@code lsn}: trusted, ready once the stream passes it. */
   public void rebuilt(long lsn) {
+    readingChanged = false;
     versions.proven();
     distrust = null;
     verified = true;
@@ -194,7 +221,7 @@ public final class Readiness {
 
   /** Provably complete: locations may be evaluated. */
   public boolean ready() {
-    return verified && distrust == null && caughtUp() && fingerprints.ready();
+    return verified && distrust == null && !readingChanged && caughtUp() && fingerprints.ready();
   }
 
   /** The phase once the state is restored and indexed: what the index waits for, or {@link LoadPhase#READY}. */
@@ -202,7 +229,7 @@ public final class Readiness {
     return distrust != null ? LoadPhase.REBUILDING
         : loading ? LoadPhase.LOADING
         : !verified ? LoadPhase.GAP_CHECK
-        : !caughtUp() ? LoadPhase.CATCHING_UP
+        : readingChanged || !caughtUp() ? LoadPhase.CATCHING_UP
         : !fingerprints.ready() ? (rereading ? LoadPhase.REREADING : LoadPhase.VERIFYING)
         : LoadPhase.READY;
   }

@@ -24,6 +24,11 @@ public record LocationTimePolicy(Duration allowedLateness, Duration maxClockSkew
   public static final String FUTURE_TIMESTAMP = "FUTURE_TIMESTAMP";
   public static final String LATE = "LATE";
   public static final String OUT_OF_ORDER = "OUT_OF_ORDER";
+  /**
+   * Stamped before a catch-up's read of what changed, on a subtask that caught up so: the fence
+   * versions of its time were not read, so it is not evaluated there (docs/design.md#catch-up).
+   */
+  public static final String BEFORE_READ = "BEFORE_READ";
 
   public static final Duration DEFAULT_ALLOWED_LATENESS = Duration.ofMinutes(5);
   public static final Duration DEFAULT_MAX_CLOCK_SKEW = Duration.ofMinutes(1);

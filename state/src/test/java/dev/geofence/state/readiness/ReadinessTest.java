@@ -39,6 +39,23 @@ class ReadinessTest {
   }
 
   @Test
+  void aCatchUpByReadIsNotReadyUntilTheReadIsDoneAndTheStreamPassesIt() {
+    Readiness readiness = restored();
+    readiness.coveredUpTo(500, noneToProve());
+    readiness.readingChanged();
+    // The stream passing the gap check's target is not enough while the read is under way.
+    readiness.streamed(600, 10);
+    assertThat(readiness.proveVersionsOnceCaughtUp()).isFalse();
+    assertThat(readiness.ready()).isFalse();
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.CATCHING_UP);
+    readiness.readChanged(700);
+    assertThat(readiness.isReadingChanged()).isFalse();
+    assertThat(readiness.ready()).as("the stream has not passed the read's position").isFalse();
+    readiness.streamed(700, 11);
+    assertThat(readiness.phase()).isEqualTo(LoadPhase.READY);
+  }
+
+  @Test
   void aVersionMissingWhenTheStreamPassesTheTargetDistrustsUntilARebuild() {
     Readiness readiness = restored();
     long[] target = noneToProve();

@@ -1,0 +1,131 @@
+package dev.geofence.connectors.source;
+
+import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.state.readiness.Lsn;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+/**
+ * The catch-up by reading what changed (docs/design.md#catch-up): of one subtask's buckets, in one
+ * REPEATABLE READ transaction, the {@code (id, seq)} of every live fence (no geometry), compared
+ * with the seqs the subtask restored; then whole only the rows whose seq differs or that the
+ * subtask does not hold, the tombstones of held fences deleted since, and the bucket rows. Rows
+ * come out as {@link BucketRead}'s do (snapshot {@link FenceChange}s, merged with the stream by
+ * seq), and the bucket rows read in the same transaction are the proof, as after a rebuild.
+ *
+ * <p>Costs what changed rather than how often: at 1.2 M fences an hour's 144,000 edits changed
+ * 54,720 fences, read in 0.4 s after a key pass of 2.8 s (docs/performance.md, "Catch-up").
+ */
+public final class ChangedRead {
+
+  /**
+   * What the read saw: where the source's WAL was when it began, the time every change it holds
+   * was committed by, the live fences its key pass scanned, the rows it read whole, the tombstones
+   * of held fences, the held live fences the source has no row of at all, and how long it took.
+   */
+  public record Result(long lsn, long readTime, long keys, long changed, long tombstones, List<String> missing, long millis) {}
+
+  private static final int FETCH_SIZE = 10_000;
+  /** Ids per query of the rows read whole. */
+  private static final int IDS_PER_QUERY = 2_000;
+
+  private ChangedRead() {}
+
+  /**
+   * Reads the buckets of key groups {@code [keyGroupStart, keyGroupEnd]} against {@code held} (the
+   * subtask's live fences and their seqs: a copy, which this read consumes) and hands every row to
+   * read whole to {@code out}, on the calling thread.
+   */
+  public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
+      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException {
+    long started = System.nanoTime();
+    Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
+    boolean autoCommit = db.getAutoCommit();
+    db.setAutoCommit(false);
+    db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+    db.setReadOnly(true);
+    try {
+      // The snapshot is taken by this first statement: every change it holds committed before this
+      // LSN and before this instant (the clock read after the snapshot was taken), which is the
+      // oldest event time a location may have to be evaluated against what it reads.
+      long lsn;
+      long readTime;
+      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+          "SELECT pg_current_wal_insert_lsn()::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1")) {
+        r.next();
+        lsn = Lsn.parse(r.getString(1));
+        readTime = r.getLong(2);
+      }
+      Array buckets = db.createArrayOf("int4", owned);
+      BucketRead.FencesQuery fences = BucketRead.fencesQuery(db, columns);
+      // Tombstones of held fences first: of one deleted and re-created since, the delete reaches the
+      // subtask before the new row (its members EXIT), as in a rebuild.
+      long[] tombstones = new long[1];
+      BucketRead.query(db, BucketRead.tombstonesQuery(columns), buckets, r -> {
+        FenceChange tombstone = BucketRead.tombstone(r);
+        Long seq = held.get(tombstone.fenceId);
+        if (seq != null && seq < tombstone.seq) {
+          held.remove(tombstone.fenceId);
+          out.accept(tombstone);
+          tombstones[0]++;
+        }
+      });
+      // The key pass: what is left of the held fences afterwards has no row at the source at all.
+      List<String> changed = new ArrayList<>();
+      long keys = keyPass(db, fences, buckets, held, changed);
+      readWhole(db, fences, changed, out);
+      BucketRead.readFingerprints(db, columns, buckets, out);
+      db.commit();
+      return new Result(lsn, readTime, keys, changed.size(), tombstones[0], List.copyOf(held.keySet()),
+          (System.nanoTime() - started) / 1_000_000);
+    } catch (SQLException e) {
+      db.rollback();
+      throw e;
+    } finally {
+      db.setReadOnly(false);
+      db.setAutoCommit(autoCommit);
+    }
+  }
+
+  /** Scans the live fences' ids and seqs: those not held at that seq go to {@code changed}; returns how many were scanned. */
+  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, Map<String, Long> held, List<String> changed)
+      throws SQLException {
+    String sql = "SELECT " + fences.id() + ", " + fences.seq() + " FROM " + fences.table() + " WHERE fence_bucket(" + fences.id()
+        + ") = ANY(?)";
+    long n = 0;
+    try (PreparedStatement s = db.prepareStatement(sql)) {
+      s.setArray(1, buckets);
+      s.setFetchSize(FETCH_SIZE);
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          String id = r.getString(1);
+          Long seq = held.remove(id);
+          if (seq == null || seq != r.getLong(2)) {
+            changed.add(id);
+          }
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+
+  /** Reads the rows of {@code ids} whole, {@value #IDS_PER_QUERY} to a query, by the table's primary key. */
+  private static void readWhole(Connection db, BucketRead.FencesQuery fences, List<String> ids, Consumer<FenceChange> out)
+      throws SQLException {
+    String sql = fences.select() + " WHERE " + fences.id() + " = ANY(?)";
+    for (int from = 0; from < ids.size(); from += IDS_PER_QUERY) {
+      String[] chunk = ids.subList(from, Math.min(ids.size(), from + IDS_PER_QUERY)).toArray(new String[0]);
+      BucketRead.query(db, sql, db.createArrayOf("text", chunk), r -> out.accept(fences.row(r)));
+    }
+  }
+}

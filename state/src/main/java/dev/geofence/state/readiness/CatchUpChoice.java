@@ -1,0 +1,69 @@
+package dev.geofence.state.readiness;
+
+/**
+ * Which catch-up a restored subtask takes (docs/design.md#the-choice), from what the gap check
+ * knows: the backlog (transactions per bucket since the restored state), how many fences the
+ * subtask holds, and the job's parallelism. Each path is estimated from costs measured on the
+ * reference machine (docs/performance.md, "Catch-up"):
+ *
+ * <ul>
+ *   <li>replay: every transaction of the backlog applied by this subtask, and every transaction of
+ *       the job's backlog (about this subtask's times the parallelism) decoded by the stream's one
+ *       reader;
+ *   <li>read: the key pass over the subtask's fences and, at most, one whole row per transaction of
+ *       the backlog (a fence changed many times is read once), but never less than the time the
+ *       stream's reader takes to pass the read's position, since readiness waits for it.
+ * </ul>
+ *
+ * The estimates are what is logged, recorded and exported, beside the path taken; a forced path is
+ * taken whatever they say. Plain Java.
+ */
+public final class CatchUpChoice {
+
+  /** The stream's reader, per transaction of the whole job's backlog (Debezium decoding pgoutput). */
+  static final double STREAM_MICROS = 33;
+  /** A subtask applying one transaction of its backlog (decode, seq check, history, index). */
+  static final double APPLY_MICROS = 56;
+  /** The key pass, per fence the subtask holds (one scan of the heap, each subtask its buckets). */
+  static final double KEY_MICROS = 4.7;
+  /** One changed fence read whole and loaded, as a fresh start loads one. */
+  static final double LOAD_MICROS = 44;
+
+  /**
+   * @param path the path taken: {@link CatchUp#REPLAY} or {@link CatchUp#READ}
+   * @param replayMillis the replay's estimate
+   * @param readMillis the read's estimate
+   * @param reason why this path, in one sentence for the log and {@code hydration_history}
+   */
+  public record Decision(CatchUp path, long replayMillis, long readMillis, String reason) {}
+
+  private CatchUpChoice() {}
+
+  /**
+   * @param mode the configured mode
+   * @param backlog transactions (per bucket) of this subtask's buckets since its restored state
+   * @param fences the fences this subtask holds
+   * @param parallelism the job's parallelism
+   * @param locationsReplayDowntime whether the location source resumes from its restored position,
+   *     so that locations older than a read will come (a read would make them dead letters)
+   */
+  public static Decision choose(CatchUp mode, long backlog, long fences, int parallelism, boolean locationsReplayDowntime) {
+    long stream = micros(backlog * (double) Math.max(1, parallelism) * STREAM_MICROS);
+    long replay = stream + micros(backlog * APPLY_MICROS);
+    long read = Math.max(stream, micros(fences * KEY_MICROS + Math.min(backlog, fences) * LOAD_MICROS));
+    String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms";
+    return switch (mode) {
+      case REPLAY -> new Decision(CatchUp.REPLAY, replay, read, "replay forced by the configuration; " + estimates);
+      case READ -> new Decision(CatchUp.READ, replay, read, "read forced by the configuration; " + estimates);
+      case AUTO -> read >= replay ? new Decision(CatchUp.REPLAY, replay, read, "replay is the cheaper: " + estimates)
+          : locationsReplayDowntime ? new Decision(CatchUp.REPLAY, replay, read, "replay, though the read is the cheaper ("
+              + estimates + "), since the location source resumes from its restored position and a read would make the"
+              + " locations older than it dead letters")
+          : new Decision(CatchUp.READ, replay, read, "read is the cheaper: " + estimates);
+    };
+  }
+
+  private static long micros(double micros) {
+    return (long) Math.ceil(micros / 1000);
+  }
+}
