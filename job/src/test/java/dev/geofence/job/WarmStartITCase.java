@@ -5,9 +5,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.connectors.location.LocationJson;
+import dev.geofence.connectors.model.Location;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.job.testing.TcpProxy;
 import dev.geofence.job.testing.Waiting;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.Lsn;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -88,8 +91,52 @@ class WarmStartITCase extends EndToEndFixture {
       List<Episode> rows = assertWarmUps(restored, restored == second ? 3 : 1, "savepoint").stream()
           .filter(e -> e.startMode().equals("savepoint")).toList();
       assertThat(rows).allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
+      // Files resume from the savepoint, so the downtime's locations come: AUTO replays.
+      assertThat(rows).allSatisfy(e -> assertThat(e.catchupPath()).as("catch-up of %s", e).isEqualTo("replay"));
       assertThat(rows.stream().mapToLong(Episode::editsReplayed).sum()).as("edits replayed: %s", rows).isPositive();
     }
+  }
+
+  /**
+   * A restore that catches up by reading what changed (issue 37), at another parallelism (2 -> 3):
+   * creates, reshapes, deletes and re-creations made while the job was down, and edits going on
+   * while the subtasks read, merged with the read by seq. A location of the downtime (which only a
+   * replay could evaluate against the fences of its time) is a BEFORE_READ dead letter, never a
+   * trigger. Ends with the triggers as the oracle's and the three-way check.
+   */
+  @Test
+  void restoreCatchesUpByReadingWhatChangedAtAnotherParallelism() throws Exception {
+    database("geofence_changed_read", 29);
+    placeFences(0, 40);
+    StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
+    placeFences(0, 6);
+    deleteFences(6, 14);
+    createFences(6, 9);
+    createFences(40, 46);
+    // Not given to the oracle: no subtask that read may evaluate it.
+    writeLines(List.of(LocationJson.format(new Location("downtime", nextLocationTime(), 5, 5, null))));
+
+    catchUp = CatchUp.READ;
+    JobClient second = launch(3, "rocksdb", first.savepoint());
+    int edits = 0;
+    for (; queryLong("SELECT count(*) FROM hydration_history WHERE job_id = '" + second.getJobID() + "' AND hydrated_at IS NOT NULL")
+        < 3; edits++) {
+      placeFences(46 + edits % 4, 47 + edits % 4);
+    }
+    moveObjects();
+    threeWayCheck("read", POINTS);
+    assertTriggersAsOracle();
+    assertPresenceAsOracle();
+    List<Episode> rows = assertWarmUps(second, 3, "savepoint").stream().filter(e -> e.startMode().equals("savepoint")).toList();
+    assertThat(rows).as("edits made while it warmed up: %d", edits).allSatisfy(e -> {
+      assertThat(e.gapCheck()).isEqualTo("covered");
+      assertThat(e.catchupPath()).isEqualTo("read");
+    });
+    assertThat(queryLong("SELECT count(*) FROM geofence_dead_letters WHERE key = 'downtime' AND reason = 'BEFORE_READ'"))
+        .as("the downtime's location, refused by the subtasks that read").isPositive();
+    assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = 'downtime'")).isZero();
+    assertThat(metricSum(second, "before_read_locations")).isPositive();
+    assertThat(metricSum(second, "catchup_read")).as("every subtask read").isEqualTo(3);
   }
 
   /**

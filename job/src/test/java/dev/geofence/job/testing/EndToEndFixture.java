@@ -24,6 +24,7 @@ import dev.geofence.job.operator.FenceKey;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
@@ -183,6 +184,9 @@ public abstract class EndToEndFixture {
    * read only if they are read in the order written.
    */
   public LocationsTopic locationsTopic;
+
+  /** How a restored job catches up ({@code geofence.fences.catch-up}). */
+  public CatchUp catchUp = CatchUp.AUTO;
   public long checkpointIntervalMs = 1000;
   /**
    * The changelog's materialization interval: every few checkpoints rather than every 10 min, so
@@ -376,8 +380,9 @@ public abstract class EndToEndFixture {
     if (handover || standby) {
       endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby));
     }
+    // The fixture's locations come from files or Kafka, which resume from the savepoint's position.
     GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy)
-        .maxHeldLocations(maxHeldLocations).build());
+        .maxHeldLocations(maxHeldLocations).catchUp(catchUp, true).build());
     JobClient job = env.executeAsync("geofence-it");
     jobs.add(job);
     runsAt(parallelism);
@@ -848,12 +853,12 @@ public abstract class EndToEndFixture {
   /** One hydration_history row, as the assertions need it; times in epoch millis, 0 for none. */
   public record Episode(String jobId, int subtask, int attempt, String startMode, String gapCheck, String gapReason,
       long installedAt, long restoredAt, long indexedAt, long hydratedAt, long fencesLoaded, long editsReplayed,
-      Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason, Long catchupBacklog) {
+      Boolean checksumMatch, long peakHeap, long bucketsReread, String rereadReason, Long catchupBacklog, String catchupPath) {
 
     @Override
     public String toString() {
       return "#" + subtask + "/" + attempt + " " + startMode + " " + gapCheck + " (" + gapReason + ") loaded " + fencesLoaded
-          + ", backlog " + catchupBacklog + ", replayed " + editsReplayed + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
+          + ", backlog " + catchupBacklog + ", " + catchupPath + ", replayed " + editsReplayed + ", hydrated " + (hydratedAt == 0 ? "no" : (hydratedAt - installedAt) + " ms");
     }
   }
 
@@ -863,11 +868,11 @@ public abstract class EndToEndFixture {
     try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
         "SELECT job_id, subtask, attempt, start_mode, gap_check, gap_reason, " + millis("installed_at") + ", " + millis("restored_at") + ", "
             + millis("indexed_at") + ", " + millis("hydrated_at") + ", fences_loaded, edits_replayed, checksum_match, peak_heap_bytes,"
-            + " buckets_reread, reread_reason, catchup_backlog FROM hydration_history ORDER BY installed_at, subtask")) {
+            + " buckets_reread, reread_reason, catchup_backlog, catchup_path FROM hydration_history ORDER BY installed_at, subtask")) {
       while (r.next()) {
         rows.add(new Episode(r.getString(1), r.getInt(2), r.getInt(3), r.getString(4), r.getString(5), r.getString(6), r.getLong(7),
             r.getLong(8), r.getLong(9), r.getLong(10), r.getLong(11), r.getLong(12), (Boolean) r.getObject(13), r.getLong(14),
-            r.getLong(15), r.getString(16), (Long) r.getObject(17)));
+            r.getLong(15), r.getString(16), (Long) r.getObject(17), r.getString(18)));
       }
     }
     return rows;
