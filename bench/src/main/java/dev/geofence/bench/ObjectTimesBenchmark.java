@@ -99,7 +99,7 @@ public final class ObjectTimesBenchmark {
         for (int o = 0; o < objects; o++) {
           each.accept("vehicle-" + o, 1_764_900_000_000L + o);
         }
-      }, subtask, subtasks);
+      }, subtask, subtasks, 0, new KeyGroupRange(0, 127));
       SnapshotResult<OperatorStateHandle> snapshot = FutureUtils.runIfNotDoneAndGet(
           backend.snapshot(1, 0, files, CheckpointOptions.forCheckpointWithDefaultLocation()));
       handles.add(snapshot.getJobManagerOwnedSnapshot());
@@ -126,6 +126,9 @@ public final class ObjectTimesBenchmark {
       public void objectNewest(String objectId, long time) {
         count[0]++;
       }
+
+      @Override
+      public void readAt(long time) {}
     });
     backend.dispose();
     return count[0];

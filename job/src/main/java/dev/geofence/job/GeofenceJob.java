@@ -8,6 +8,7 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.handover.HandoverGate;
 import dev.geofence.job.handover.SavepointSlots;
+import dev.geofence.job.hold.GatedFenceSource;
 import dev.geofence.job.hold.GatedLocationSource;
 import dev.geofence.job.index.FenceIndexOperator;
 import dev.geofence.job.operator.Uids;
@@ -136,11 +137,15 @@ public final class GeofenceJob {
   public static void build(StreamExecutionEnvironment env, Endpoints endpoints, JobSettings settings) {
     // Fence changes carry their commit time; heartbeats advance it while fences are idle. The CDC
     // stream is read by one reader, so one source subtask keeps its watermark simple.
+    // The fence index pauses the location source while its hold is full, and holds the change
+    // stream until every subtask knows where it needs it from (its coordinator and the sources'
+    // enumerators meet by this token, one per built job).
+    String holdToken = UUID.randomUUID().toString();
     DataStream<FenceChange> changes = env
         .fromSource(
-            endpoints.fences(),
+            new GatedFenceSource<>(endpoints.fences(), holdToken),
             WatermarkStrategy.<FenceChange>forMonotonousTimestamps().withTimestampAssigner((c, ts) -> c.commitTime),
-            "Fence changes (CDC)")
+            "Fence changes (CDC)", TypeInformation.of(FenceChange.class))
         .uid(Uids.FENCE_SOURCE)
         .setParallelism(1);
     // Every subtask must know how far the stream has got (for the gap check on restore), so each
@@ -163,9 +168,6 @@ public final class GeofenceJob {
         .name("Fence edits, bucket fingerprints, stream position")
         .setParallelism(1);
 
-    // The fence index pauses the location source while its hold is full (its coordinator and the
-    // source's enumerator meet by this token, one per built job).
-    String holdToken = UUID.randomUUID().toString();
     DataStreamSource<String> lines = env
         .fromSource(gated(endpoints.locations(), holdToken), WatermarkStrategy.noWatermarks(), "Location lines", Types.STRING);
     if (endpoints.locations() instanceof DataGeneratorSource) {
@@ -190,7 +192,7 @@ public final class GeofenceJob {
                     .maxHeldLocations(settings.maxHeldLocations())
                     .evaluatingInBatchesOf(settings.evaluationBatchSize())
                     .catchingUp(settings.catchUp(), settings.locationsReplayDowntime()),
-                holdToken))
+                holdToken, endpoints.sourceOfTruth()))
         .uid(Uids.FENCE_INDEX);
 
     // The heartbeat: a row written at the source every interval, read back by the CDC source.

@@ -100,7 +100,8 @@ class WarmStartITCase extends EndToEndFixture {
   /**
    * A restore that catches up by reading what changed (issue 37), at another parallelism (2 -> 3):
    * creates, reshapes, deletes and re-creations made while the job was down, and edits going on
-   * while the subtasks read, merged with the read by seq. A location of the downtime (which only a
+   * while the subtasks read, merged with the read by seq. Every subtask read, so the job's slot
+   * was moved to where the reads were: the thousands of edits made while down are not streamed. A location of the downtime (which only a
    * replay could evaluate against the fences of its time) is a BEFORE_READ dead letter, never a
    * trigger. Ends with the triggers as the oracle's and the three-way check.
    */
@@ -113,6 +114,15 @@ class WarmStartITCase extends EndToEndFixture {
     deleteFences(6, 14);
     createFences(6, 9);
     createFences(40, 46);
+    // Two thousand edits more, each its own transaction, that the reads hold: the stream, started
+    // where the reads were, never brings them again.
+    awaitClockPastLocations();
+    try (PreparedStatement touch = db.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {
+      for (int i = 0; i < 2000; i++) {
+        touch.setString(1, "fence-" + (20 + random.nextInt(20)));
+        touch.execute();
+      }
+    }
     // Not given to the oracle: no subtask that read may evaluate it.
     writeLines(List.of(LocationJson.format(new Location("downtime", nextLocationTime(), 5, 5, null))));
 
@@ -137,6 +147,8 @@ class WarmStartITCase extends EndToEndFixture {
     assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = 'downtime'")).isZero();
     assertThat(metricSum(second, "before_read_locations")).isPositive();
     assertThat(metricSum(second, "catchup_read")).as("every subtask read").isEqualTo(3);
+    // Without the slot moved, every edit made while down would come again as a duplicate.
+    assertThat(metricSum(second, "edits_duplicate")).as("edits the stream brought that the reads held").isLessThan(500);
   }
 
   /**

@@ -28,13 +28,19 @@ import java.util.function.Consumer;
 public final class ChangedRead {
 
   /**
-   * What the read saw: where the source's WAL was when it began, the time every change it holds
+   * What the read saw: where the source's WAL was when it began; the position a stream may start
+   * from and lose nothing the read does not hold (0 when the read could not be paired with one);
+   * the time every change it holds
    * was committed by, the live fences its key pass scanned, the rows it read whole, the tombstones
    * of held fences, the held live fences the source has no row of at all, and how long it took.
    */
-  public record Result(long lsn, long readTime, long keys, long changed, long tombstones, List<String> missing, long millis) {}
+  public record Result(long lsn, long streamFrom, long readTime, long keys, long changed, long tombstones, List<String> missing,
+      long millis) {}
 
   private static final int FETCH_SIZE = 10_000;
+  /** How long the read waits for the transactions committing as its stream position was read to become visible. */
+  private static final long PAIRING_PATIENCE_MS = 2_000;
+  private static final long PAIRING_POLL_MS = 10;
   /** Ids per query of the rows read whole. */
   private static final int IDS_PER_QUERY = 2_000;
 
@@ -46,10 +52,28 @@ public final class ChangedRead {
    * read whole to {@code out}, on the calling thread.
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
-      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException {
+      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException, InterruptedException {
     long started = System.nanoTime();
     Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
     boolean autoCommit = db.getAutoCommit();
+    // The stream position the read pairs with: every transaction whose commit record lies before it
+    // must be visible to the read's snapshot, so that a stream started there loses none. A commit
+    // record is written before its transaction becomes visible, so the transactions running just
+    // after this position was read must have ended before the snapshot is taken (checked below).
+    String lsnBefore;
+    String running;
+    db.setAutoCommit(true);
+    try (Statement s = db.createStatement()) {
+      try (ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
+        r.next();
+        lsnBefore = r.getString(1);
+      }
+      try (ResultSet r = s.executeQuery("SELECT pg_current_snapshot()::text")) {
+        r.next();
+        running = r.getString(1);
+      }
+    }
+    long waitUntil = System.currentTimeMillis() + PAIRING_PATIENCE_MS;
     db.setAutoCommit(false);
     db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
     db.setReadOnly(true);
@@ -59,11 +83,26 @@ public final class ChangedRead {
       // oldest event time a location may have to be evaluated against what it reads.
       long lsn;
       long readTime;
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
-          "SELECT pg_current_wal_insert_lsn()::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1")) {
-        r.next();
-        lsn = Lsn.parse(r.getString(1));
-        readTime = r.getLong(2);
+      boolean paired;
+      while (true) {
+        try (PreparedStatement s = db.prepareStatement("SELECT pg_current_wal_insert_lsn()::text,"
+            + " (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1,"
+            + " NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(?::pg_snapshot) x"
+            + " WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()) AND pg_xact_status(x) IS DISTINCT FROM 'aborted')")) {
+          s.setString(1, running);
+          try (ResultSet r = s.executeQuery()) {
+            r.next();
+            lsn = Lsn.parse(r.getString(1));
+            readTime = r.getLong(2);
+            paired = r.getBoolean(3);
+          }
+        }
+        if (paired || System.currentTimeMillis() > waitUntil) {
+          break;
+        }
+        // A transaction that was committing when the position was read is not visible yet: again.
+        db.rollback();
+        Thread.sleep(PAIRING_POLL_MS);
       }
       Array buckets = db.createArrayOf("int4", owned);
       BucketRead.FencesQuery fences = BucketRead.fencesQuery(db, columns);
@@ -85,8 +124,8 @@ public final class ChangedRead {
       readWhole(db, fences, changed, out);
       BucketRead.readFingerprints(db, columns, buckets, out);
       db.commit();
-      return new Result(lsn, readTime, keys, changed.size(), tombstones[0], List.copyOf(held.keySet()),
-          (System.nanoTime() - started) / 1_000_000);
+      return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, changed.size(), tombstones[0],
+          List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
     } catch (SQLException e) {
       db.rollback();
       throw e;

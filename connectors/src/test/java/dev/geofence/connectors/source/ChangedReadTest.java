@@ -14,6 +14,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
@@ -99,6 +100,101 @@ class ChangedReadTest {
           assertThat(result.readTime()).isGreaterThan(System.currentTimeMillis() - 60_000);
         }
       }
+    }
+  }
+
+  /**
+   * The read's stream position loses nothing under concurrent writers: a stream started there (as
+   * the job's slot is moved for it) and merged by seq with what the read held equals the source
+   * after the writers stop. The stream here is a test_decoding slot created before the writers, of
+   * which only the transactions committed after the position count.
+   */
+  @Test
+  void aStreamFromTheReadsPositionLosesNothingUnderConcurrentWriters() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      Migrations.applySource(db, GeometryColumn.WKB);
+      byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
+      edit(db, new SplittableRandom(3), square, 300, 0);
+      s.execute("SELECT pg_create_logical_replication_slot('pairing', 'test_decoding')");
+      java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+      List<Thread> writers = new java.util.ArrayList<>();
+      for (int w = 0; w < 3; w++) {
+        int seed = w;
+        Thread writer = new Thread(() -> {
+          SplittableRandom random = new SplittableRandom(seed);
+          try (Connection c = pg.getPostgresDatabase().getConnection();
+              PreparedStatement update = c.prepareStatement("UPDATE fences SET geom = geom WHERE id = ?")) {
+            while (!stop.get()) {
+              update.setString(1, "fence-" + random.nextInt(300));
+              update.execute();
+            }
+          } catch (Exception e) {
+            throw new AssertionError(e);
+          }
+        });
+        writer.start();
+        writers.add(writer);
+      }
+      List<long[]> positions = new java.util.ArrayList<>();
+      List<Map<String, Long>> reads = new java.util.ArrayList<>();
+      try {
+        for (int i = 0; i < 12; i++) {
+          Map<String, Long> read = new HashMap<>();
+          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), change -> {
+            if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
+              read.put(change.fenceId, change.seq);
+            }
+          });
+          assertThat(result.streamFrom()).as("read %d paired with a stream position", i).isPositive();
+          assertThat(Long.compareUnsigned(result.streamFrom(), result.lsn())).isLessThanOrEqualTo(0);
+          positions.add(new long[] {result.streamFrom()});
+          reads.add(read);
+          Thread.sleep(20);
+        }
+      } finally {
+        stop.set(true);
+        for (Thread writer : writers) {
+          writer.join();
+        }
+      }
+      // Decoding stops at the WAL flushed so far (the server commits asynchronously): all of it.
+      s.execute("CHECKPOINT");
+      // Each transaction's updates and the LSN of its commit, from the slot.
+      Map<Long, List<String[]>> updates = new HashMap<>();
+      Map<Long, Long> commits = new HashMap<>();
+      java.util.regex.Pattern row = java.util.regex.Pattern.compile("^table public\\.fences: (?:UPDATE|INSERT): id\\[text\\]:'([^']*)' seq\\[bigint\\]:(\\d+)");
+      try (ResultSet r = s.executeQuery("SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_changes('pairing', NULL, NULL)")) {
+        while (r.next()) {
+          String data = r.getString(3);
+          java.util.regex.Matcher m = row.matcher(data);
+          if (m.find()) {
+            updates.computeIfAbsent(r.getLong(2), x -> new java.util.ArrayList<>()).add(new String[] {m.group(1), m.group(2)});
+          } else if (data.startsWith("COMMIT")) {
+            commits.put(r.getLong(2), dev.geofence.state.readiness.Lsn.parse(r.getString(1)));
+          }
+        }
+      }
+      Map<String, Long> source = live(db);
+      for (int i = 0; i < reads.size(); i++) {
+        long from = positions.get(i)[0];
+        Map<String, Long> merged = new HashMap<>(reads.get(i));
+        updates.forEach((xid, rows) -> {
+          if (Long.compareUnsigned(commits.get(xid), from) > 0) {
+            rows.forEach(u -> merged.merge(u[0], Long.parseLong(u[1]), Math::max));
+          }
+        });
+        Map<String, String> differ = new java.util.TreeMap<>();
+        source.forEach((id, seq) -> {
+          if (!seq.equals(merged.get(id))) {
+            differ.put(id, merged.get(id) + " against " + seq);
+          }
+        });
+        assertThat(differ).as("read %d merged with the stream from %s: the fences that differ from the source's seq (%d transactions"
+            + " decoded, %d updates)", i, dev.geofence.state.readiness.Lsn.format(from), commits.size(), updates.size()).isEmpty();
+        assertThat(merged).hasSameSizeAs(source);
+      }
+      assertThat(commits).as("transactions the writers committed meanwhile").hasSizeGreaterThan(100);
     }
   }
 

@@ -1,5 +1,6 @@
 package dev.geofence.job.hold;
 
+import dev.geofence.connectors.cdc.FenceSourceOptions;
 import java.util.BitSet;
 import java.util.concurrent.CompletableFuture;
 import org.apache.flink.runtime.jobgraph.OperatorID;
@@ -13,7 +14,8 @@ import org.slf4j.LoggerFactory;
  * hold of locations is full, and resumes them once every subtask has room again ({@link
  * HeldLocationsEvent}). Every location reaches every subtask, so one full subtask is reason
  * enough. It keeps nothing in checkpoints: a restored subtask says again how full it is, and a
- * failed one is taken to have room (its successor says otherwise if it has not).
+ * failed one is taken to have room (its successor says otherwise if it has not). It also holds the
+ * change stream until every subtask is ready for it ({@link StreamStart}, its own part).
  */
 public final class HoldCoordinator implements OperatorCoordinator {
 
@@ -21,9 +23,13 @@ public final class HoldCoordinator implements OperatorCoordinator {
 
   private final String token;
   private final BitSet full = new BitSet();
+  private final StreamStart streamStart;
+  private final int parallelism;
 
-  HoldCoordinator(String token) {
+  HoldCoordinator(String token, StreamStart streamStart, int parallelism) {
     this.token = token;
+    this.streamStart = streamStart;
+    this.parallelism = parallelism;
   }
 
   @Override
@@ -34,6 +40,7 @@ public final class HoldCoordinator implements OperatorCoordinator {
   @Override
   public void close() {
     HoldGate.release(token);
+    streamStart.close();
   }
 
   @Override
@@ -41,6 +48,8 @@ public final class HoldCoordinator implements OperatorCoordinator {
     if (event instanceof HeldLocationsEvent held) {
       full.set(subtask, held.full());
       update();
+    } else if (event instanceof StreamStartEvent start) {
+      streamStart.reported(subtask, parallelism, start.streamFrom());
     }
   }
 
@@ -71,24 +80,30 @@ public final class HoldCoordinator implements OperatorCoordinator {
   public synchronized void subtaskReset(int subtask, long checkpointId) {
     full.clear(subtask);
     update();
+    streamStart.reset(subtask);
   }
 
   @Override
   public synchronized void executionAttemptFailed(int subtask, int attemptNumber, Throwable reason) {
     full.clear(subtask);
     update();
+    streamStart.reset(subtask);
   }
 
   @Override
   public void executionAttemptReady(int subtask, int attemptNumber, SubtaskGateway gateway) {}
 
-  /** Makes the coordinator of one built job. */
-  public record Provider(OperatorID getOperatorId, String token) implements OperatorCoordinator.Provider {
+  /**
+   * Makes the coordinator of one built job.
+   *
+   * @param source the source of truth whose slot a catch-up by read moves, or null (tests)
+   */
+  public record Provider(OperatorID getOperatorId, String token, FenceSourceOptions source) implements OperatorCoordinator.Provider {
     private static final long serialVersionUID = 1L;
 
     @Override
     public OperatorCoordinator create(Context context) {
-      return new HoldCoordinator(token);
+      return new HoldCoordinator(token, new StreamStart(token, source), context.currentParallelism());
     }
   }
 }

@@ -10,6 +10,7 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.job.hold.HoldReport;
+import dev.geofence.job.hold.StreamStartEvent;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceIndexUnionState;
 import dev.geofence.job.operator.FenceKey;
@@ -114,6 +115,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient WarmUp warmUp;
   private transient HydrationRecorder recorder;
   private transient HoldReport hold;
+  /** The coordinator, or null without one (tests). */
+  private transient OperatorEventGateway coordinator;
   private transient long installedAt;
   /** The last watermark passed on. */
   private transient long emittedWatermark;
@@ -174,9 +177,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     return this;
   }
 
-  /** Set by the operator's factory: the gateway to the coordinator that pauses the location sources. */
-  void reportHoldTo(OperatorEventGateway gateway) {
+  /**
+   * Set by the operator's factory: the gateway to the coordinator that pauses the location sources
+   * and holds the change stream until every subtask is ready for it.
+   */
+  void reportTo(OperatorEventGateway gateway) {
     hold = new HoldReport(gateway, maxHeldLocations);
+    coordinator = gateway;
+  }
+
+  /** Tells the coordinator where this subtask needs the change stream from (0: where it resumes); once. */
+  private void streamFrom(long position) {
+    if (coordinator != null) {
+      coordinator.sendEventToCoordinator(new StreamStartEvent(position));
+    }
   }
 
   // ---- start and restore ---------------------------------------------------------------------------
@@ -216,7 +230,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
         source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
         new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
-            admission::readAt));
+            admission::readAt, this::streamFrom));
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission)
         .read(context.isRestored(), maxParallelism, own, union);

@@ -1,5 +1,6 @@
 package dev.geofence.job.index;
 
+import dev.geofence.connectors.cdc.FenceSourceOptions;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
@@ -14,7 +15,8 @@ import org.apache.flink.streaming.api.operators.TwoInputStreamOperatorFactory;
 
 /**
  * Makes the fence index operator with its coordinator ({@link HoldCoordinator}), and hands each
- * subtask the gateway through which it says when its hold of locations is full.
+ * subtask the gateway through which it says when its hold of locations is full, and when it is
+ * ready for the change stream.
  */
 public final class FenceIndexOperatorFactory extends SimpleOperatorFactory<GeofenceTrigger>
     implements TwoInputStreamOperatorFactory<FenceChange, Location, GeofenceTrigger>, CoordinatedOperatorFactory<GeofenceTrigger> {
@@ -22,23 +24,28 @@ public final class FenceIndexOperatorFactory extends SimpleOperatorFactory<Geofe
   private static final long serialVersionUID = 1L;
 
   private final String holdToken;
+  private final FenceSourceOptions source;
 
-  /** @param holdToken the token the job's gated location source has too */
-  public FenceIndexOperatorFactory(FenceIndexOperator operator, String holdToken) {
+  /**
+   * @param holdToken the token the job's gated location and fence sources have too
+   * @param source the source of truth, whose slot the coordinator may move, or null
+   */
+  public FenceIndexOperatorFactory(FenceIndexOperator operator, String holdToken, FenceSourceOptions source) {
     super(operator);
     this.holdToken = holdToken;
+    this.source = source;
   }
 
   @Override
   public <T extends StreamOperator<GeofenceTrigger>> T createStreamOperator(StreamOperatorParameters<GeofenceTrigger> parameters) {
     T operator = super.createStreamOperator(parameters);
-    ((FenceIndexOperator) operator).reportHoldTo(
+    ((FenceIndexOperator) operator).reportTo(
         parameters.getOperatorEventDispatcher().getOperatorEventGateway(parameters.getStreamConfig().getOperatorID()));
     return operator;
   }
 
   @Override
   public OperatorCoordinator.Provider getCoordinatorProvider(String operatorName, OperatorID operatorID) {
-    return new HoldCoordinator.Provider(operatorID, holdToken);
+    return new HoldCoordinator.Provider(operatorID, holdToken, source);
   }
 }

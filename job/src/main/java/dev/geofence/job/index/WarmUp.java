@@ -48,7 +48,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    * downtime, the job's parallelism (for the estimates), and where a read's time goes (the time
    * rules refuse locations older than it).
    */
-  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt) {}
+  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt, LongConsumer streamFrom) {}
 
   private final Readiness readiness;
   private final HydrationRecorder recorder;
@@ -62,6 +62,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   private final CatchUpRule catchUp;
   /** The catch-up's path and estimates, once a gap check has passed; null before. */
   private CatchUpChoice.Decision decision;
+  /** Whether the coordinator has been told where this subtask needs the change stream from. */
+  private boolean streamReported;
   /** Fences whose restored version is of a format this release cannot read. */
   private final List<String> unreadable = new ArrayList<>();
   private final Rereads rereads = new Rereads();
@@ -111,7 +113,23 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     this.source = source;
     this.sourceUrl = sourceUrl;
     this.restoredLsn = restoredLsn;
+    if (source == null) {
+      streamFrom(0);
+    }
     next();
+  }
+
+  /**
+   * Tells the coordinator, once, where this subtask needs the change stream from: the position its
+   * read of what changed was paired with, or 0, wherever the CDC source resumes (a fresh start's
+   * load and a rebuild merge with the stream from there, a replay is the stream). The stream starts
+   * once every subtask has said so.
+   */
+  private void streamFrom(long position) {
+    if (!streamReported) {
+      streamReported = true;
+      catchUp.streamFrom().accept(position);
+    }
   }
 
   /**
@@ -125,6 +143,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       return;
     }
     if (readiness.distrust() != null || readiness.loading()) {
+      streamFrom(0);
       recorder.enter(readiness.phase());
       for (String id : unreadable) {
         ledger.removeUnreadable(id);
@@ -250,6 +269,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
           decision.path().label(), decision.reason());
       if (decision.path() == CatchUp.READ) {
         readiness.readingChanged();
+      } else {
+        streamFrom(0);
       }
       readiness.proveVersionsOnceCaughtUp();
     }
@@ -316,6 +337,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       ledger.deleteGone(id, now);
     }
     read = null;
+    streamFrom(readiness.distrust() == null ? result.streamFrom() : 0);
     if (readiness.distrust() == null) {
       catchUp.readAt().accept(result.readTime());
       readiness.readChanged(result.lsn());
@@ -359,6 +381,9 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     }
     LOG.warn("The fence database at {} is unreachable ({}); the index is not ready, trying again in {} ms", sourceUrl, reason,
         RETRY_INTERVAL_MS);
+    // The change stream is not held for it: the CDC source meets the outage itself, and a read
+    // tried again later merges with the stream as any read does.
+    streamFrom(0);
     recorder.record();
     time.registerTimer(time.getCurrentProcessingTime() + RETRY_INTERVAL_MS, at -> next());
     settled.run();

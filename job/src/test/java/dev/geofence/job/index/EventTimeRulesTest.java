@@ -15,6 +15,7 @@ import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.hold.HeldLocationsEvent;
+import dev.geofence.job.hold.StreamStartEvent;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -276,8 +277,17 @@ class EventTimeRulesTest {
     try (var harness = harness("hashmap")) {
       operator(harness).maxHeldLocations(4);
       harness.setup();
-      operator(harness).reportHoldTo(event -> said.add(((HeldLocationsEvent) event).full()));
+      List<Object> others = new ArrayList<>();
+      operator(harness).reportTo(event -> {
+        if (event instanceof HeldLocationsEvent held) {
+          said.add(held.full());
+        } else {
+          others.add(event);
+        }
+      });
       harness.open();
+      assertThat(others).as("without a source of truth, ready for the stream from where it resumes, at once")
+          .containsExactly(new StreamStartEvent(0));
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.send(upsert("a", 1, SQUARE, true, 0));
       for (int i = 0; i < 6; i++) {
@@ -299,7 +309,11 @@ class EventTimeRulesTest {
     try (var harness = harness("hashmap")) {
       operator(harness).maxHeldLocations(4);
       harness.setup();
-      operator(harness).reportHoldTo(event -> said.add(((HeldLocationsEvent) event).full()));
+      operator(harness).reportTo(event -> {
+        if (event instanceof HeldLocationsEvent held) {
+          said.add(held.full());
+        }
+      });
       harness.initializeState(snapshot);
       harness.open();
       assertThat(said).as("the six restored held locations: full").containsExactly(true);
