@@ -11,7 +11,7 @@ import sys
 r = {}
 for line in open(sys.argv[1]):
     key, _, value = line.strip().partition("=")
-    r[key] = value if key == "ages" else float(value)
+    r[key] = value if key == "ages" or key.endswith("_path") else float(value)
 # IndexBenchmark's index table: its header names the columns, its rows follow until a blank line.
 lines = open(sys.argv[2]).read().splitlines()
 start = next(i for i, line in enumerate(lines) if line.startswith("| fences |"))
@@ -59,8 +59,11 @@ for i, age in enumerate(ages):
     replayed = r[f"catchup_{age}_replayed"]
     coalesced = r[f"catchup_{age}_coalesced"]
     share = coalesced / replayed if replayed else 0
+    # The job's choice per subtask, with its estimates of both paths (replay/read ms).
+    path = r.get(f"catchup_{age}_path", "-")
     row(3, f"restore + catch-up of a {label} old savepoint ({made:,} edits, 62 % superseded)",
-        f"{s:.1f} s, {made / s:,.0f} edits/s end to end, {replayed:,.0f} received, {share:.0%} coalesced away",
+        f"{s:.1f} s, {made / s:,.0f} edits/s end to end, {replayed:,.0f} received, {share:.0%} coalesced away;"
+        f" path per subtask, estimates replay/read ms: {path}",
         "<= 2 s" if i == 1 else "", s <= 2 if i == 1 else None)
 for p in (1, 2):
     row(4, f"steady locations evaluated, whole job, parallelism {p}",

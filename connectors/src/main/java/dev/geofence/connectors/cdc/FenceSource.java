@@ -43,7 +43,7 @@ public final class FenceSource {
     // heartbeats, so its default of 500 ms was a share of every trigger's delay that only this wait
     // made (bench/run job, fleet at 10,000 locations/s, 200 ms lags: p99 1.89 s, 0.90 s at 50 ms).
     debezium.setProperty("poll.interval.ms", "50");
-    // A delete carries its old row (replica identity FULL). The tombstone Debezium sends after it,
+    // The job reads a delete from its tombstone row (ADR 0012). The tombstone Debezium sends after a delete,
     // for Kafka's log compaction, is of no use here: Flink CDC logs each one at INFO as an
     // "unknown element", a kilobyte of log per deleted fence, and counts it in the source's
     // numRecordsInErrors, which then grows with every delete as if records were lost. Flink CDC's

@@ -11,8 +11,9 @@ package dev.geofence.state.readiness;
  *       the job's backlog (about this subtask's times the parallelism) decoded by the stream's one
  *       reader;
  *   <li>read: the key pass over the subtask's fences and, at most, one whole row per transaction of
- *       the backlog (a fence changed many times is read once), but never less than the time the
- *       stream's reader takes to pass the read's position, since readiness waits for it.
+ *       the backlog (a fence changed many times is read once). The stream then starts where the
+ *       reads were, so nothing of the backlog is decoded again: if every subtask reads, which they
+ *       do when their shares are alike; one that replays has the others wait for the stream too.
  * </ul>
  *
  * The estimates are what is logged, recorded and exported, beside the path taken; a forced path is
@@ -48,9 +49,8 @@ public final class CatchUpChoice {
    *     so that locations older than a read will come (a read would make them dead letters)
    */
   public static Decision choose(CatchUp mode, long backlog, long fences, int parallelism, boolean locationsReplayDowntime) {
-    long stream = micros(backlog * (double) Math.max(1, parallelism) * STREAM_MICROS);
-    long replay = stream + micros(backlog * APPLY_MICROS);
-    long read = Math.max(stream, micros(fences * KEY_MICROS + Math.min(backlog, fences) * LOAD_MICROS));
+    long replay = micros(backlog * (Math.max(1, parallelism) * STREAM_MICROS + APPLY_MICROS));
+    long read = micros(fences * KEY_MICROS + Math.min(backlog, fences) * LOAD_MICROS);
     String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms";
     return switch (mode) {
       case REPLAY -> new Decision(CatchUp.REPLAY, replay, read, "replay forced by the configuration; " + estimates);

@@ -44,14 +44,17 @@ class CatchUpChoiceTest {
   }
 
   @Test
-  void theReadNeverEstimatesBelowTheStreamPassingItsPosition() {
-    // The stream's one reader still decodes every edit of the job until it passes the read.
+  void theReadCostsWhatChangedNotHowOften() {
+    // However long the backlog, the read reads each fence at most once; the replay grows with it.
+    CatchUpChoice.Decision day = CatchUpChoice.choose(CatchUp.AUTO, 24 * 72_000, FENCES, 2, false);
+    CatchUpChoice.Decision week = CatchUpChoice.choose(CatchUp.AUTO, 7 * 24 * 72_000, FENCES, 2, false);
+    assertThat(week.readMillis()).isEqualTo(day.readMillis());
+    assertThat(week.replayMillis()).isEqualTo(7 * day.replayMillis());
     for (long backlog : new long[] {0, 10, 1_000, 100_000, 10_000_000}) {
       for (int parallelism : new int[] {1, 2, 8}) {
         CatchUpChoice.Decision d = CatchUpChoice.choose(CatchUp.AUTO, backlog, FENCES, parallelism, false);
-        long stream = (long) Math.ceil(backlog * parallelism * CatchUpChoice.STREAM_MICROS / 1000);
-        assertThat(d.readMillis()).as("backlog %d at parallelism %d", backlog, parallelism).isGreaterThanOrEqualTo(stream);
-        assertThat(d.replayMillis()).isGreaterThanOrEqualTo(stream);
+        assertThat(d.readMillis()).as("backlog %d at parallelism %d", backlog, parallelism)
+            .isLessThanOrEqualTo((long) Math.ceil(FENCES * (CatchUpChoice.KEY_MICROS + CatchUpChoice.LOAD_MICROS) / 1000));
         assertThat(d.path()).isEqualTo(d.readMillis() < d.replayMillis() ? CatchUp.READ : CatchUp.REPLAY);
       }
     }
