@@ -172,7 +172,11 @@ stop_with_savepoint() {  # stop_with_savepoint JOB [FORMAT]: prints the savepoin
     [ -n "$sp" ] && break
     sleep 1
   done
-  [ -n "$sp" ] || { echo "no savepoint; see $WORK/job.log" >&2; exit 1; }
+  if [ -z "$sp" ]; then
+    # Where each thread of the job's JVM waits, for whoever looks into why.
+    jstack "$(jvm_pid)" > "$WORK/threads-at-savepoint-timeout.txt" 2>&1 || true
+    echo "no savepoint; see $WORK/job.log and $WORK/threads-at-savepoint-timeout.txt" >&2; exit 1
+  fi
   stop_job
   echo "${sp#file:}"
 }

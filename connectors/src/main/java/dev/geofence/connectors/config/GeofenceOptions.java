@@ -107,7 +107,8 @@ public final class GeofenceOptions {
           + " REPLAY every edit from the change stream; READ the fences whose seq changed (a key-only pass over the subtask's"
           + " fences, then those rows whole), after which locations stamped before the read are BEFORE_READ dead letters on"
           + " that subtask; or AUTO, the cheaper by the job's estimates, but READ only when the location source starts at the"
-          + " present (not kafka: or file:, which resume from the savepoint and bring the downtime's locations).");
+          + " present (not kafka: or file:, which resume from the savepoint and bring the downtime's locations). When every"
+          + " subtask reads, the change stream starts where the reads were, and the edits they hold are not streamed again.");
 
   // ---- locations ----------------------------------------------------------------------------------
 

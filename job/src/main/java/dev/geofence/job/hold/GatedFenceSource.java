@@ -4,17 +4,14 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import org.apache.flink.api.connector.source.Boundedness;
 import org.apache.flink.api.connector.source.ReaderOutput;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.SourceEvent;
 import org.apache.flink.api.connector.source.SourceReader;
-import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.api.connector.source.SplitEnumerator;
 import org.apache.flink.api.connector.source.SplitEnumeratorContext;
 import org.apache.flink.core.io.InputStatus;
-import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
  * The fence source, held until the fence index's coordinator lets the change stream start ({@link
@@ -25,47 +22,26 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * enumerator state and their serializers are the wrapped source's own, so a savepoint of either
  * restores into the other.
  */
-public final class GatedFenceSource<T, S extends SourceSplit, E> implements Source<T, S, E> {
+public final class GatedFenceSource<T, S extends SourceSplit, E> extends WrappingSource<T, S, E> {
 
   private static final long serialVersionUID = 1L;
 
-  private final Source<T, S, E> source;
   private final String token;
 
   /** @param token the one the fence index's coordinator of the same job has */
   public GatedFenceSource(Source<T, S, E> source, String token) {
-    this.source = source;
+    super(source);
     this.token = token;
   }
 
   @Override
-  public Boundedness getBoundedness() {
-    return source.getBoundedness();
+  SourceReader<T, S> wrap(SourceReader<T, S> reader) {
+    return new HeldReader<>(reader);
   }
 
   @Override
-  public SourceReader<T, S> createReader(SourceReaderContext context) throws Exception {
-    return new HeldReader<>(source.createReader(context));
-  }
-
-  @Override
-  public SplitEnumerator<S, E> createEnumerator(SplitEnumeratorContext<S> context) throws Exception {
-    return new Enumerator<>(source.createEnumerator(context), context, token);
-  }
-
-  @Override
-  public SplitEnumerator<S, E> restoreEnumerator(SplitEnumeratorContext<S> context, E checkpoint) throws Exception {
-    return new Enumerator<>(source.restoreEnumerator(context, checkpoint), context, token);
-  }
-
-  @Override
-  public SimpleVersionedSerializer<S> getSplitSerializer() {
-    return source.getSplitSerializer();
-  }
-
-  @Override
-  public SimpleVersionedSerializer<E> getEnumeratorCheckpointSerializer() {
-    return source.getEnumeratorCheckpointSerializer();
+  SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
+    return new Enumerator<>(enumerator, context, token);
   }
 
   /** The stream may start: from the enumerator to every reader. */
@@ -74,8 +50,7 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> implements Sour
   }
 
   /** The wrapped enumerator, which tells every reader when the gate opens, and any that registers after. */
-  static final class Enumerator<S extends SourceSplit, E> implements SplitEnumerator<S, E> {
-    private final SplitEnumerator<S, E> enumerator;
+  static final class Enumerator<S extends SourceSplit, E> extends ForwardingEnumerator<S, E> {
     private final SplitEnumeratorContext<S> context;
     private final String token;
     /** The gate opens on the fence index coordinator's thread; readers are told from this one's. */
@@ -83,7 +58,7 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> implements Sour
     private boolean open;
 
     Enumerator(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context, String token) {
-      this.enumerator = enumerator;
+      super(enumerator);
       this.context = context;
       this.token = token;
       this.opened = () -> context.runInCoordinatorThread(this::openReaders);
@@ -96,52 +71,22 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> implements Sour
 
     @Override
     public void start() {
-      enumerator.start();
+      super.start();
       StreamGate.of(token).whenOpen(opened);
     }
 
     @Override
-    public void handleSplitRequest(int subtask, String host) {
-      enumerator.handleSplitRequest(subtask, host);
-    }
-
-    @Override
-    public void addSplitsBack(List<S> splits, int subtask) {
-      enumerator.addSplitsBack(splits, subtask);
-    }
-
-    @Override
     public void addReader(int subtask) {
-      enumerator.addReader(subtask);
+      super.addReader(subtask);
       if (open) {
         context.sendEventToSourceReader(subtask, new Open());
       }
     }
 
     @Override
-    public E snapshotState(long checkpointId) throws Exception {
-      return enumerator.snapshotState(checkpointId);
-    }
-
-    @Override
-    public void notifyCheckpointComplete(long checkpointId) throws Exception {
-      enumerator.notifyCheckpointComplete(checkpointId);
-    }
-
-    @Override
-    public void notifyCheckpointAborted(long checkpointId) throws Exception {
-      enumerator.notifyCheckpointAborted(checkpointId);
-    }
-
-    @Override
-    public void handleSourceEvent(int subtask, SourceEvent event) {
-      enumerator.handleSourceEvent(subtask, event);
-    }
-
-    @Override
     public void close() throws java.io.IOException {
       StreamGate.of(token).forget(opened);
-      enumerator.close();
+      super.close();
     }
   }
 

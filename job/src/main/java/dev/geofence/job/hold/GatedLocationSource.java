@@ -3,17 +3,14 @@ package dev.geofence.job.hold;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
-import org.apache.flink.api.connector.source.Boundedness;
 import org.apache.flink.api.connector.source.ReaderOutput;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.SourceEvent;
 import org.apache.flink.api.connector.source.SourceReader;
-import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.api.connector.source.SplitEnumerator;
 import org.apache.flink.api.connector.source.SplitEnumeratorContext;
 import org.apache.flink.core.io.InputStatus;
-import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
  * A location source that pauses while the fence index's hold is full ({@link HoldGate}): its
@@ -23,47 +20,26 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * Splits, enumerator state and their serializers are the wrapped source's own, so a savepoint of
  * either restores into the other.
  */
-public final class GatedLocationSource<T, S extends SourceSplit, E> implements Source<T, S, E> {
+public final class GatedLocationSource<T, S extends SourceSplit, E> extends WrappingSource<T, S, E> {
 
   private static final long serialVersionUID = 1L;
 
-  private final Source<T, S, E> source;
   private final String token;
 
   /** @param token the one the fence index's coordinator of the same job has */
   public GatedLocationSource(Source<T, S, E> source, String token) {
-    this.source = source;
+    super(source);
     this.token = token;
   }
 
   @Override
-  public Boundedness getBoundedness() {
-    return source.getBoundedness();
+  SourceReader<T, S> wrap(SourceReader<T, S> reader) {
+    return new GatedReader<>(reader);
   }
 
   @Override
-  public SourceReader<T, S> createReader(SourceReaderContext context) throws Exception {
-    return new GatedReader<>(source.createReader(context));
-  }
-
-  @Override
-  public SplitEnumerator<S, E> createEnumerator(SplitEnumeratorContext<S> context) throws Exception {
-    return new GatedEnumerator<>(source.createEnumerator(context), context, token);
-  }
-
-  @Override
-  public SplitEnumerator<S, E> restoreEnumerator(SplitEnumeratorContext<S> context, E checkpoint) throws Exception {
-    return new GatedEnumerator<>(source.restoreEnumerator(context, checkpoint), context, token);
-  }
-
-  @Override
-  public SimpleVersionedSerializer<S> getSplitSerializer() {
-    return source.getSplitSerializer();
-  }
-
-  @Override
-  public SimpleVersionedSerializer<E> getEnumeratorCheckpointSerializer() {
-    return source.getEnumeratorCheckpointSerializer();
+  SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
+    return new GatedEnumerator<>(enumerator, context, token);
   }
 
   /** Pause or resume, from the enumerator to every reader. */
@@ -72,15 +48,14 @@ public final class GatedLocationSource<T, S extends SourceSplit, E> implements S
   }
 
   /** The wrapped enumerator, which also tells every reader the gate's state as it changes. */
-  static final class GatedEnumerator<S extends SourceSplit, E> implements SplitEnumerator<S, E> {
-    private final SplitEnumerator<S, E> enumerator;
+  static final class GatedEnumerator<S extends SourceSplit, E> extends ForwardingEnumerator<S, E> {
     private final SplitEnumeratorContext<S> context;
     private final String token;
     private final Consumer<Boolean> listener;
     private boolean paused;
 
     GatedEnumerator(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context, String token) {
-      this.enumerator = enumerator;
+      super(enumerator);
       this.context = context;
       this.token = token;
       // The gate changes on the fence index coordinator's thread; readers are told from this one's.
@@ -94,52 +69,22 @@ public final class GatedLocationSource<T, S extends SourceSplit, E> implements S
 
     @Override
     public void start() {
-      enumerator.start();
+      super.start();
       HoldGate.of(token).listen(listener);
     }
 
     @Override
-    public void handleSplitRequest(int subtask, String host) {
-      enumerator.handleSplitRequest(subtask, host);
-    }
-
-    @Override
-    public void addSplitsBack(List<S> splits, int subtask) {
-      enumerator.addSplitsBack(splits, subtask);
-    }
-
-    @Override
     public void addReader(int subtask) {
-      enumerator.addReader(subtask);
+      super.addReader(subtask);
       if (paused) {
         context.sendEventToSourceReader(subtask, new Gate(true));
       }
     }
 
     @Override
-    public E snapshotState(long checkpointId) throws Exception {
-      return enumerator.snapshotState(checkpointId);
-    }
-
-    @Override
-    public void notifyCheckpointComplete(long checkpointId) throws Exception {
-      enumerator.notifyCheckpointComplete(checkpointId);
-    }
-
-    @Override
-    public void notifyCheckpointAborted(long checkpointId) throws Exception {
-      enumerator.notifyCheckpointAborted(checkpointId);
-    }
-
-    @Override
-    public void handleSourceEvent(int subtask, SourceEvent event) {
-      enumerator.handleSourceEvent(subtask, event);
-    }
-
-    @Override
     public void close() throws java.io.IOException {
       HoldGate.of(token).unlisten(listener);
-      enumerator.close();
+      super.close();
     }
   }
 

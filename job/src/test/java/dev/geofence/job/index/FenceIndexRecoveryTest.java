@@ -370,16 +370,8 @@ class FenceIndexRecoveryTest {
         advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-10") == 6,
             "the read of what changed, tried again once the source is back");
 
-        Map<String, Long> source = new TreeMap<>();
-        try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
-            var r = s.executeQuery("SELECT id, seq FROM fences")) {
-          while (r.next()) {
-            source.put(r.getString(1), r.getLong(2));
-          }
-        }
-        Map<String, Long> held = new TreeMap<>();
-        operator.view().fences().liveIds().forEach(id -> held.put(id, operator.view().fences().seqOf(id)));
-        assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(source);
+        Map<String, Long> held = heldSeqs(operator);
+        assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
         assertThat(held).containsEntry("fence-2", 2L).containsEntry("fence-6", 3L).containsEntry("fence-60", 1L)
             .containsEntry("fence-10", 6L).doesNotContainKey("fence-4");
         assertThat(triggers(harness).stream().map(t -> t.kind + " " + t.fenceId))
@@ -403,6 +395,55 @@ class FenceIndexRecoveryTest {
         assertThat(last.catchupBacklog).as("ten transactions, each of one bucket").isEqualTo(10);
         assertThat(last.catchupReplayEstimateMs).isNotNull();
         assertThat(last.hydratedAt).isPositive();
+      }
+    } finally {
+      pg.close();
+    }
+  }
+
+  /**
+   * The source restarts in the middle of a catch-up's read of what changed (its rows half handed
+   * over, the read's transaction open): the read fails, is tried again once the source is back,
+   * and the subtask ends with exactly the source's fences.
+   */
+  @Test
+  void aReadOfWhatChangedCutByARestartOfTheSourceIsTriedAgain(@TempDir Path dir) throws Exception {
+    int port;
+    try (ServerSocket socket = new ServerSocket(0)) {
+      port = socket.getLocalPort();
+    }
+    Path data = dir.resolve("pg");
+    EmbeddedPostgres pg = postgres(port, data);
+    try {
+      int fences = 12_000;
+      OperatorSubtaskState snapshot;
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        insertSquares(db, fences);
+        snapshot = restoredStateWithout(db, null, 10);
+        s.execute("SELECT pg_create_logical_replication_slot('slot_cut', 'pgoutput')");
+        // Every fence changed while the job was down: the read has more rows than the task takes ahead.
+        s.execute("UPDATE fences SET geom = geom");
+      }
+      FenceIndexOperator operator = new FenceIndexOperator(
+          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_cut"), null).catchingUp(CatchUp.READ, true);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "read".equals(e.catchupPath)), "the catch-up's choice");
+        // The read hands its rows over in batches and waits when the task is that many behind: its
+        // transaction is open, part of its rows read. Then the source goes.
+        Waiting.until("the read to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
+        pg.close();
+        advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
+        pg = postgres(port, data);
+        advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-" + (fences - 1)) == 2
+            && operator.view().fences().seqOf("fence-0") == 2, "the read tried again once the source is back");
+        Map<String, Long> held = heldSeqs(operator);
+        assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
+        heartbeat(harness, FAR_LSN, System.currentTimeMillis());
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
       }
     } finally {
       pg.close();
@@ -641,6 +682,25 @@ class FenceIndexRecoveryTest {
   }
 
   // ---- helpers ----------------------------------------------------------------------------------
+
+  /** The live fences of the source and their seqs. */
+  private static Map<String, Long> sourceSeqs(EmbeddedPostgres pg) throws Exception {
+    Map<String, Long> source = new TreeMap<>();
+    try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
+        var r = s.executeQuery("SELECT id, seq FROM fences")) {
+      while (r.next()) {
+        source.put(r.getString(1), r.getLong(2));
+      }
+    }
+    return source;
+  }
+
+  /** The live fences the operator holds and their seqs. */
+  private static Map<String, Long> heldSeqs(FenceIndexOperator operator) {
+    Map<String, Long> held = new TreeMap<>();
+    operator.view().fences().liveIds().forEach(id -> held.put(id, operator.view().fences().seqOf(id)));
+    return held;
+  }
 
   private static void insertSquares(Connection db, int n) throws Exception {
     try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {

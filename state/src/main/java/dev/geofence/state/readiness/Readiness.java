@@ -151,6 +151,10 @@ public final class Readiness {
   public void readingChanged() {
     readingChanged = true;
     wasReady = false;
+    // The read's bucket rows will prove the buckets, as a rebuild's do: the versions at the gap
+    // check's target need not arrive (a stream passing the target during the read would else
+    // distrust the index for what the read holds).
+    versions.proven();
   }
 
   /** Whether a catch-up by read of what changed is under way. */

@@ -41,11 +41,15 @@ class ReadinessTest {
   @Test
   void aCatchUpByReadIsNotReadyUntilTheReadIsDoneAndTheStreamPassesIt() {
     Readiness readiness = restored();
-    readiness.coveredUpTo(500, noneToProve());
+    // A version at the target that the stream will not bring (the slot moved past it): the read proves the bucket instead.
+    long[] target = noneToProve();
+    target[7] = 3;
+    readiness.coveredUpTo(500, target);
     readiness.readingChanged();
     // The stream passing the gap check's target is not enough while the read is under way.
     readiness.streamed(600, 10);
-    assertThat(readiness.proveVersionsOnceCaughtUp()).isFalse();
+    assertThat(readiness.proveVersionsOnceCaughtUp()).as("not distrusted for a version the read holds").isFalse();
+    assertThat(readiness.distrust()).isNull();
     assertThat(readiness.ready()).isFalse();
     assertThat(readiness.phase()).isEqualTo(LoadPhase.CATCHING_UP);
     readiness.readChanged(700);
