@@ -17,7 +17,7 @@ import java.util.function.Consumer;
 /**
  * The catch-up by reading what changed (docs/design.md#catch-up): of one subtask's buckets, in one
  * REPEATABLE READ transaction, the {@code (id, seq)} of every live fence (no geometry), compared
- * with the seqs the subtask restored; then whole only the rows whose seq differs or that the
+ * with the seqs the subtask holds; then whole only the rows whose seq differs or that the
  * subtask does not hold, the tombstones of held fences deleted since, and the bucket rows. Rows
  * come out as {@link BucketRead}'s do (snapshot {@link FenceChange}s, merged with the stream by
  * seq), and the bucket rows read in the same transaction are the proof, as after a rebuild.
@@ -30,9 +30,9 @@ public final class ChangedRead {
   /**
    * What the read saw: where the source's WAL was when it began; the position a stream may start
    * from and lose nothing the read does not hold (0 when the read could not be paired with one);
-   * the time every change it holds
-   * was committed by, the live fences its key pass scanned, the rows it read whole, the tombstones
-   * of held fences, the held live fences the source has no row of at all, and how long it took.
+   * the time every change it holds was committed by; the live fences its key pass scanned, the
+   * rows it read whole, the tombstones of held fences, the held live fences the source has no row
+   * of at all, and how long it took.
    */
   public record Result(long lsn, long streamFrom, long readTime, long keys, long changed, long tombstones, List<String> missing,
       long millis) {}
