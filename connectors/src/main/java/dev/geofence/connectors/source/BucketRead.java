@@ -83,11 +83,7 @@ public final class BucketRead {
   private static Result read(Connection db, FenceTableColumns columns, Integer[] bucketIds, Consumer<FenceChange> out)
       throws SQLException {
     long started = System.nanoTime();
-    boolean autoCommit = db.getAutoCommit();
-    db.setAutoCommit(false);
-    db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
-    db.setReadOnly(true);
-    try {
+    return inReadTransaction(db, () -> {
       // The transaction's snapshot is taken by this first statement, so every row read below
       // committed before this LSN (the insert position: with synchronous_commit = off the write
       // position can lie before a visible commit): the stream's records up to it are in the read.
@@ -103,8 +99,28 @@ public final class BucketRead {
         readChunk(db, columns, fences, chunk, counts, out);
       }
       readFingerprints(db, columns, db.createArrayOf("int4", bucketIds), out);
-      db.commit();
       return new Result(lsn, counts[0], counts[1], (System.nanoTime() - started) / 1_000_000);
+    });
+  }
+
+  /** Work done inside one transaction. */
+  interface InTransaction<R, X extends Exception> {
+    R run() throws SQLException, X;
+  }
+
+  /**
+   * Runs {@code work} in one read-only REPEATABLE READ transaction, committed after it and rolled
+   * back if it fails, the connection's autocommit as it was before.
+   */
+  static <R, X extends Exception> R inReadTransaction(Connection db, InTransaction<R, X> work) throws SQLException, X {
+    boolean autoCommit = db.getAutoCommit();
+    db.setAutoCommit(false);
+    db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+    db.setReadOnly(true);
+    try {
+      R result = work.run();
+      db.commit();
+      return result;
     } catch (SQLException e) {
       db.rollback();
       throw e;

@@ -55,7 +55,17 @@ public final class ChangedRead {
       Map<String, Long> held, Consumer<FenceChange> out) throws SQLException, InterruptedException {
     long started = System.nanoTime();
     Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
+    // The pairing's first statements run outside the read's transaction, in autocommit.
     boolean autoCommit = db.getAutoCommit();
+    try {
+      return pairedRead(db, columns, owned, held, out, started);
+    } finally {
+      db.setAutoCommit(autoCommit);
+    }
+  }
+
+  private static Result pairedRead(Connection db, FenceTableColumns columns, Integer[] owned, Map<String, Long> held,
+      Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
     // The stream position the read pairs with: every transaction whose commit record lies before it
     // must be visible to the read's snapshot, so that a stream started there loses none. A commit
     // record is written before its transaction becomes visible, so the transactions running just
@@ -74,10 +84,7 @@ public final class ChangedRead {
       }
     }
     long waitUntil = System.currentTimeMillis() + PAIRING_PATIENCE_MS;
-    db.setAutoCommit(false);
-    db.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
-    db.setReadOnly(true);
-    try {
+    return BucketRead.inReadTransaction(db, () -> {
       // The snapshot is taken by this first statement: every change it holds committed before this
       // LSN and before this instant (the clock read after the snapshot was taken), which is the
       // oldest event time a location may have to be evaluated against what it reads.
@@ -123,16 +130,9 @@ public final class ChangedRead {
       long keys = keyPass(db, fences, buckets, held, changed);
       readWhole(db, fences, changed, out);
       BucketRead.readFingerprints(db, columns, buckets, out);
-      db.commit();
       return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, changed.size(), tombstones[0],
           List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
-    } catch (SQLException e) {
-      db.rollback();
-      throw e;
-    } finally {
-      db.setReadOnly(false);
-      db.setAutoCommit(autoCommit);
-    }
+    });
   }
 
   /** Scans the live fences' ids and seqs: those not held at that seq go to {@code changed}; returns how many were scanned. */

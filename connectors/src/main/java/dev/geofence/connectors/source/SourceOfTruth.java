@@ -12,20 +12,21 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import java.util.Properties;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * The fence index's one way to its source of truth (design: "Start, restore and readiness"): the
  * gap check of a restore, a read of a subtask's buckets (a fresh start's, a rebuild's, a re-read's
- * of some, a catch-up's of what changed), and the drop of a slot whose WAL is lost. Each step runs on a thread of its own, with
- * connect and socket timeouts, so that the task goes on taking checkpoints and applying the stream
+ * of some, a catch-up's of what changed), and the drop of a slot whose WAL is lost. Each step runs
+ * on a thread of its own, with connect and socket timeouts, so that the task goes on taking checkpoints and applying the stream
  * while the database answers (or does not), and decodes the geometries it reads there too. What a
  * step finds is handed to the task's thread through {@link TaskThread} (Flink's mailbox) as it
  * comes: a read's rows in batches, at most {@link #BATCHES_AHEAD} ahead of the task, so that a slow
@@ -149,17 +150,8 @@ public final class SourceOfTruth implements AutoCloseable {
    * seqs, a copy the read consumes): the catch-up by read ({@link ChangedRead}).
    */
   public void readChanged(Map<String, Long> held) {
-    start(db -> {
-      List<Row> batch = new ArrayList<>(BATCH);
-      ChangedRead.Result result;
-      try {
-        result = ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, batching(batch));
-      } catch (Interrupted e) {
-        throw new InterruptedException();
-      }
-      handOver(batch);
-      return () -> outcomes.readChanged(result);
-    });
+    start(db -> inBatches(rows -> ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, rows),
+        result -> () -> outcomes.readChanged(result)));
   }
 
   /**
@@ -188,28 +180,36 @@ public final class SourceOfTruth implements AutoCloseable {
   }
 
   private Action read(Connection db, int[] buckets) throws SQLException, InterruptedException {
+    return inBatches(rows -> buckets == null
+            ? BucketRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, rows)
+            : BucketRead.readBuckets(db, source.columns(), buckets, rows),
+        result -> () -> outcomes.read(result));
+  }
+
+  /** A read of the source that hands each row to {@code rows} as it reads it. */
+  private interface Read<R> {
+    R run(Consumer<FenceChange> rows) throws SQLException, InterruptedException;
+  }
+
+  /**
+   * Runs {@code read}, its rows decoded here and handed to the task's thread in batches; returns
+   * what the task's thread does once the last batch is handed over.
+   */
+  private <R> Action inBatches(Read<R> read, Function<R, Action> outcome) throws SQLException, InterruptedException {
     List<Row> batch = new ArrayList<>(BATCH);
-    BucketRead.Result result;
+    R result;
     try {
-      Consumer<FenceChange> rows = batching(batch);
-      result = buckets == null
-          ? BucketRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, rows)
-          : BucketRead.readBuckets(db, source.columns(), buckets, rows);
+      result = read.run(change -> {
+        batch.add(new Row(change, decoder.decode(change)));
+        if (batch.size() == BATCH) {
+          handOver(batch);
+        }
+      });
     } catch (Interrupted e) {
       throw new InterruptedException();
     }
     handOver(batch);
-    return () -> outcomes.read(result);
-  }
-
-  /** Decodes each row into {@code batch}, handing it over whenever it is full. */
-  private Consumer<FenceChange> batching(List<Row> batch) {
-    return change -> {
-      batch.add(new Row(change, decoder.decode(change)));
-      if (batch.size() == BATCH) {
-        handOver(batch);
-      }
-    };
+    return outcome.apply(result);
   }
 
   /** Hands the rows so far to the task's thread, waiting while it is {@link #BATCHES_AHEAD} behind. */

@@ -27,6 +27,7 @@ import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
+import java.util.Objects;
 import org.apache.flink.api.common.operators.MailboxExecutor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.CheckpointOptions;
@@ -172,7 +173,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * that {@link CatchUp#AUTO} never makes the locations of the downtime dead letters.
    */
   public FenceIndexOperator catchingUp(CatchUp catchUp, boolean locationsReplayDowntime) {
-    this.catchUp = java.util.Objects.requireNonNull(catchUp);
+    this.catchUp = Objects.requireNonNull(catchUp);
     this.locationsReplayDowntime = locationsReplayDowntime;
     return this;
   }

@@ -310,7 +310,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    */
   @Override
   public void read(BucketRead.Result result) throws Exception {
-    List<String> gone = deleteGone();
+    List<String> gone = deleteGone(ledger.fences().liveIds());
     if (!read.ofAll()) {
       finishReread(result, gone);
     } else {
@@ -331,11 +331,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    */
   @Override
   public void readChanged(ChangedRead.Result result) throws Exception {
-    List<String> gone = read.gone(result.missing());
-    long now = System.currentTimeMillis();
-    for (String id : gone) {
-      ledger.deleteGone(id, now);
-    }
+    List<String> gone = deleteGone(result.missing());
     read = null;
     streamFrom(readiness.distrust() == null ? result.streamFrom() : 0);
     if (readiness.distrust() == null) {
@@ -396,9 +392,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     settled.run();
   }
 
-  /** Deletes the live fences that the read under way shows the source has no row of at all; returns their ids. */
-  private List<String> deleteGone() throws Exception {
-    List<String> gone = read.gone(ledger.fences().liveIds());
+  /**
+   * Of {@code live} (fences held live), deletes those the read under way shows the source has no
+   * row of at all; returns their ids.
+   */
+  private List<String> deleteGone(Iterable<String> live) throws Exception {
+    List<String> gone = read.gone(live);
     long now = System.currentTimeMillis();
     for (String id : gone) {
       ledger.deleteGone(id, now);
