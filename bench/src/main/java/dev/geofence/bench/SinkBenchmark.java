@@ -1,6 +1,7 @@
 package dev.geofence.bench;
 
 import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.connectors.sink.JdbcOutputs;
 import dev.geofence.connectors.source.Migrations;
@@ -118,7 +119,7 @@ public final class SinkBenchmark {
         .map(n -> {
           long pair = n % half;
           TriggerKind kind = n < half ? TriggerKind.ENTER : TriggerKind.EXIT;
-          return new GeofenceTrigger("object-" + (pair % OBJECTS), "f-" + Math.floorMod(pair * 2654435761L, FENCES), kind,
+          return new GeofenceTrigger("object-" + (pair % OBJECTS), "f-" + Math.floorMod(pair * 2654435761L, FENCES), kind, TriggerCause.LOCATION,
               1_700_000_000_000L + pair * 1000 + (kind == TriggerKind.EXIT ? 500 : 0), 1.5, 2.5, 1, null, System.currentTimeMillis());
         })
         .returns(TypeInformation.of(GeofenceTrigger.class));

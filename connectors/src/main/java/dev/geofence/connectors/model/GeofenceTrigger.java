@@ -5,9 +5,11 @@ import java.util.Objects;
 import java.util.UUID;
 
 /**
- * An ENTER or EXIT of an object and a fence: a row of {@code geofence_triggers}. Its id is derived
- * from (object, fence, kind, event time, fence seq) alone (an EXIT on delete: without the time), so
- * writing it twice, after a replay, is harmless. A Flink POJO.
+ * An ENTER, EXIT or DWELL of an object and a fence: a row of {@code geofence_triggers}. Its id is
+ * derived from (object, fence, kind, event time, fence seq) alone (an EXIT on delete: without the
+ * time), so writing it twice, after a replay, is harmless; the cause is not part of it, since the
+ * same decision always has the same cause. A Flink POJO: {@code cause} was added after the first
+ * release, and a trigger restored from state written before it has none.
  */
 public class GeofenceTrigger {
 
@@ -15,9 +17,15 @@ public class GeofenceTrigger {
   public String objectId;
   public String fenceId;
   public TriggerKind kind;
-  /** The location's event time; for an EXIT caused by a delete, the delete's commit time. */
+  /** What decided it; null only in a trigger restored from state written by a release without causes. */
+  public TriggerCause cause;
+  /**
+   * The location's event time; for an EXIT caused by a delete, the delete's commit time; by
+   * silence, the object's last location's time plus the presence timeout; for a DWELL, the ENTER's
+   * time plus the loitering delay.
+   */
   public long eventTime;
-  /** Where the object was; NaN for an EXIT caused by a delete. */
+  /** Where the object was; NaN for a DWELL and for an EXIT caused by a delete or by silence. */
   public double lon;
   public double lat;
   /** The fence version that decided the trigger. */
@@ -29,12 +37,13 @@ public class GeofenceTrigger {
   public GeofenceTrigger() {}
 
   public GeofenceTrigger(
-      String objectId, String fenceId, TriggerKind kind, long eventTime, double lon, double lat,
+      String objectId, String fenceId, TriggerKind kind, TriggerCause cause, long eventTime, double lon, double lat,
       long fenceSeq, String tenant, long emittedAt) {
     this.triggerId = id(objectId, fenceId, kind, eventTime, fenceSeq);
     this.objectId = objectId;
     this.fenceId = fenceId;
     this.kind = kind;
+    this.cause = cause;
     this.eventTime = eventTime;
     this.lon = lon;
     this.lat = lat;
@@ -50,7 +59,7 @@ public class GeofenceTrigger {
    * (timed by its commit) wrote, not add a second one.
    */
   public static GeofenceTrigger exitOnDelete(String objectId, String fenceId, long deletedAt, long deleteSeq, long emittedAt) {
-    GeofenceTrigger exit = new GeofenceTrigger(objectId, fenceId, TriggerKind.EXIT, deletedAt, Double.NaN, Double.NaN, deleteSeq, null, emittedAt);
+    GeofenceTrigger exit = new GeofenceTrigger(objectId, fenceId, TriggerKind.EXIT, TriggerCause.FENCE_DELETED, deletedAt, Double.NaN, Double.NaN, deleteSeq, null, emittedAt);
     exit.triggerId = id(objectId, fenceId, TriggerKind.EXIT, 0, deleteSeq);
     return exit;
   }
@@ -79,6 +88,7 @@ public class GeofenceTrigger {
         && Objects.equals(objectId, that.objectId)
         && Objects.equals(fenceId, that.fenceId)
         && kind == that.kind
+        && cause == that.cause
         && Objects.equals(tenant, that.tenant);
   }
 
@@ -89,6 +99,6 @@ public class GeofenceTrigger {
 
   @Override
   public String toString() {
-    return kind + " " + objectId + " " + fenceId + "@" + fenceSeq + " t=" + eventTime;
+    return kind + (cause == null ? "" : "(" + cause.label() + ")") + " " + objectId + " " + fenceId + "@" + fenceSeq + " t=" + eventTime;
   }
 }

@@ -7,6 +7,7 @@ import dev.geofence.connectors.config.GeofenceOptions;
 import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.HydrationEpisode;
+import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.connectors.source.Migrations;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -54,9 +55,9 @@ class JdbcOutputsTest {
 
   @Test
   void replayedTriggersAndLettersAreWrittenOnce() throws Exception {
-    GeofenceTrigger enter = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, 1000, 1, 2, 3, "t", 5000);
-    GeofenceTrigger replayed = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, 1000, 1, 2, 3, "t", 9000);
-    GeofenceTrigger exit = new GeofenceTrigger("o1", "f1", TriggerKind.EXIT, 2000, Double.NaN, Double.NaN, 4, null, 9000);
+    GeofenceTrigger enter = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, TriggerCause.LOCATION, 1000, 1, 2, 3, "t", 5000);
+    GeofenceTrigger replayed = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, TriggerCause.LOCATION, 1000, 1, 2, 3, "t", 9000);
+    GeofenceTrigger exit = new GeofenceTrigger("o1", "f1", TriggerKind.EXIT, TriggerCause.LOCATION, 2000, Double.NaN, Double.NaN, 4, null, 9000);
     write(JdbcOutputs.triggers(connection, BATCHES), GeofenceTrigger.class, enter, replayed, exit, enter);
     assertThat(rows("SELECT kind || ' ' || coalesce(lon::text, 'null') || ' ' || (extract(epoch FROM emitted_at) * 1000)::bigint FROM geofence_triggers"))
         .containsExactlyInAnyOrder("ENTER 1 5000", "EXIT null 9000");
@@ -71,12 +72,12 @@ class JdbcOutputsTest {
   @Test
   void presenceRowsComeOnEnterAndGoOnExitInOrder() throws Exception {
     write(JdbcOutputs.presence(connection, BATCHES), GeofenceTrigger.class,
-        new GeofenceTrigger("p1", "a", TriggerKind.ENTER, 100, 0, 0, 1, null, 0),
-        new GeofenceTrigger("p1", "b", TriggerKind.ENTER, 100, 0, 0, 1, null, 0),
-        new GeofenceTrigger("p1", "a", TriggerKind.EXIT, 200, 0, 0, 1, null, 0),
-        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, 300, 0, 0, 2, null, 0),
-        new GeofenceTrigger("p2", "a", TriggerKind.EXIT, 400, 0, 0, 2, null, 0),
-        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, 500, 0, 0, 3, null, 0));
+        new GeofenceTrigger("p1", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p1", "b", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p1", "a", TriggerKind.EXIT, TriggerCause.LOCATION, 200, 0, 0, 1, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 300, 0, 0, 2, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.EXIT, TriggerCause.LOCATION, 400, 0, 0, 2, null, 0),
+        new GeofenceTrigger("p2", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 500, 0, 0, 3, null, 0));
     assertThat(rows("SELECT object_id || ' ' || fence_id || ' ' || (extract(epoch FROM entered_at) * 1000)::bigint || ' ' || fence_seq FROM geofence_presence"))
         .containsExactlyInAnyOrder("p1 b 100 1", "p2 a 500 3");
   }
@@ -100,7 +101,7 @@ class JdbcOutputsTest {
         String object = "o" + random.nextInt(5);
         String fence = "f" + random.nextInt(4);
         TriggerKind kind = random.nextInt(3) == 0 ? TriggerKind.EXIT : TriggerKind.ENTER;
-        triggers[i] = new GeofenceTrigger(object, fence, kind, 1000L * i, 0, 0, i, random.nextBoolean() ? "t" : null, 0);
+        triggers[i] = new GeofenceTrigger(object, fence, kind, TriggerCause.LOCATION, 1000L * i, 0, 0, i, random.nextBoolean() ? "t" : null, 0);
         if (kind == TriggerKind.ENTER) {
           oracle.put(object + " " + fence, object + " " + fence + " " + 1000L * i + " " + i + " " + triggers[i].tenant);
         } else {

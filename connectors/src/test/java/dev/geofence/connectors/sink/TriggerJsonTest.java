@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.geofence.connectors.model.GeofenceTrigger;
+import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
@@ -23,7 +24,7 @@ class TriggerJsonTest {
       long emittedAt = eventTime + random.nextInt(5000);
       GeofenceTrigger t = random.nextInt(10) == 0
           ? GeofenceTrigger.exitOnDelete("o-" + i, "f \"" + i + "\"", eventTime, random.nextLong(1, 1 << 40), emittedAt)
-          : new GeofenceTrigger("o-" + i, "fence-" + random.nextInt(100), random.nextBoolean() ? TriggerKind.ENTER : TriggerKind.EXIT,
+          : new GeofenceTrigger("o-" + i, "fence-" + random.nextInt(100), random.nextBoolean() ? TriggerKind.ENTER : TriggerKind.EXIT, TriggerCause.LOCATION,
               eventTime, random.nextDouble(-180, 180), random.nextDouble(-90, 90), random.nextLong(1, 1 << 40),
               random.nextBoolean() ? null : "tenant-ü", emittedAt);
 

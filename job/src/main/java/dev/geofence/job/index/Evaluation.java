@@ -3,6 +3,7 @@ package dev.geofence.job.index;
 import dev.geofence.job.operator.Membership;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.FenceSet;
@@ -199,14 +200,14 @@ public final class Evaluation {
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
-        emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, location.timestamp,
+        emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, TriggerCause.LOCATION, location.timestamp,
             location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
       }
     }
     for (String fenceId : before) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && !covering.contains(fenceId)) {
         membership.left(fenceId, location.objectId);
-        emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, location.timestamp,
+        emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, TriggerCause.LOCATION, location.timestamp,
             location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
         inside.remove(fenceId);
       }
