@@ -5,6 +5,7 @@ import dev.geofence.connectors.model.Location;
 import dev.geofence.job.hold.HoldReport;
 import dev.geofence.job.index.Admission;
 import dev.geofence.job.index.Evaluation;
+import dev.geofence.job.index.Stays;
 import dev.geofence.job.index.EventClock;
 import dev.geofence.job.index.LocationPath;
 import dev.geofence.job.operator.Membership;
@@ -21,6 +22,7 @@ import dev.geofence.state.ledger.Schedule;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -195,7 +197,8 @@ public final class LocationPathBenchmark {
       evaluation = new Evaluation(set, ledger.history(), this, t -> {
         triggers++;
         crossing.add(t.eventTime * 1_000_003L + t.objectId.hashCode());
-      }, admission, schedule::hasExit, MAX_PARALLELISM, 0, LAST_KEY_GROUP, batch);
+      }, admission, schedule::hasExit, MAX_PARALLELISM, 0, LAST_KEY_GROUP, batch,
+          new Stays(StayRules.OFF, LocationTimePolicy.DEFAULT_ALLOWED_LATENESS.toMillis()));
       path = new LocationPath(clock, readiness, admission, evaluation, ledger, new HoldReport(null, Integer.MAX_VALUE), () -> {},
           0, LAST_KEY_GROUP);
     }

@@ -191,7 +191,8 @@ public final class GeofenceJob {
                     env.getConfiguration().get(StateRecoveryOptions.SAVEPOINT_PATH), settings.timePolicy())
                     .maxHeldLocations(settings.maxHeldLocations())
                     .evaluatingInBatchesOf(settings.evaluationBatchSize())
-                    .catchingUp(settings.catchUp(), settings.locationsReplayDowntime()),
+                    .catchingUp(settings.catchUp(), settings.locationsReplayDowntime())
+                    .withStays(settings.stayRules()),
                 holdToken, endpoints.sourceOfTruth()))
         .uid(Uids.FENCE_INDEX);
 

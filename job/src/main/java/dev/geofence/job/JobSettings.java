@@ -5,6 +5,7 @@ import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.Objects;
@@ -19,6 +20,7 @@ public final class JobSettings implements Serializable {
   private final Duration locationOutOfOrderness;
   private final Duration locationIdleness;
   private final LocationTimePolicy timePolicy;
+  private final StayRules stayRules;
   private final int maxHeldLocations;
   private final int evaluationBatchSize;
   private final CatchUp catchUp;
@@ -36,6 +38,7 @@ public final class JobSettings implements Serializable {
     this.locationOutOfOrderness = b.locationOutOfOrderness;
     this.locationIdleness = b.locationIdleness;
     this.timePolicy = Objects.requireNonNull(b.timePolicy);
+    this.stayRules = Objects.requireNonNull(b.stayRules);
     if (b.maxHeldLocations < 1) {
       throw new IllegalArgumentException("the maximum of held locations must be positive, got " + b.maxHeldLocations);
     }
@@ -80,6 +83,11 @@ public final class JobSettings implements Serializable {
   }
 
   /** How many locations a fence index subtask holds before the location sources pause. */
+  /** The loitering delay of DWELL and the presence timeout of silence (docs/design.md#dwell-and-silence). */
+  public StayRules stayRules() {
+    return stayRules;
+  }
+
   public int maxHeldLocations() {
     return maxHeldLocations;
   }
@@ -109,6 +117,7 @@ public final class JobSettings implements Serializable {
     private Duration locationOutOfOrderness = GeofenceOptions.LOCATION_OUT_OF_ORDERNESS.defaultValue();
     private Duration locationIdleness = Duration.ofSeconds(5);
     private LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+    private StayRules stayRules = StayRules.OFF;
     private int maxHeldLocations = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
     private int evaluationBatchSize = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
     private CatchUp catchUp = GeofenceOptions.CATCH_UP.defaultValue();
@@ -144,6 +153,11 @@ public final class JobSettings implements Serializable {
 
     public Builder timePolicy(LocationTimePolicy timePolicy) {
       this.timePolicy = timePolicy;
+      return this;
+    }
+
+    public Builder stayRules(StayRules stayRules) {
+      this.stayRules = stayRules;
       return this;
     }
 

@@ -131,6 +131,19 @@ public final class GeofenceOptions {
           + " object's locations is put back in order before they are evaluated, and the least delay from a location to its"
           + " trigger.");
 
+  public static final ConfigOption<Duration> DWELL_DELAY = key("geofence.triggers.dwell-delay").durationType()
+      .defaultValue(Duration.ZERO)
+      .withDescription("The loitering delay: an object inside a fence continuously for this long in event time gets one DWELL"
+          + " trigger for that stay, at its ENTER's time plus the delay: decided by its first location at or after that time,"
+          + " or by the fence clock once it is past that time by the allowed lateness. 0 turns DWELL off.");
+
+  public static final ConfigOption<Duration> PRESENCE_TIMEOUT = key("geofence.triggers.presence-timeout").durationType()
+      .defaultValue(Duration.ZERO)
+      .withDescription("An object with no location for this long in event time while inside fences EXITs each of them, at its"
+          + " last location's time plus the timeout, with the cause 'silence' (decided by its next location, or by the fence"
+          + " clock once it is past that time by the allowed lateness); its next location starts a fresh stay."
+          + " 0 turns it off: a silent object's presence then lasts until its next location.");
+
   public static final ConfigOption<Integer> MAX_HELD_LOCATIONS = key("geofence.locations.max-held").intType()
       .defaultValue(1_000_000)
       .withDescription("Locations a subtask of the fence index may hold while it cannot evaluate them (the index not ready,"

@@ -99,6 +99,6 @@ public class GeofenceTrigger {
 
   @Override
   public String toString() {
-    return kind + (cause == null ? "" : "(" + cause.label() + ")") + " " + objectId + " " + fenceId + "@" + fenceSeq + " t=" + eventTime;
+    return kind + " " + objectId + " " + fenceId + "@" + fenceSeq + " t=" + eventTime;
   }
 }

@@ -26,6 +26,7 @@ import dev.geofence.job.operator.SavepointFiles;
 import dev.geofence.job.StateSettings;
 import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.geom.InvalidPolygonPolicy;
 import java.io.IOException;
@@ -107,6 +108,8 @@ public final class GeofenceCommand {
       Flag.duration("max-clock-skew", GeofenceOptions.MAX_CLOCK_SKEW),
       Flag.duration("location-out-of-orderness", GeofenceOptions.LOCATION_OUT_OF_ORDERNESS),
       Flag.number("max-held-locations", "N", GeofenceOptions.MAX_HELD_LOCATIONS),
+      Flag.duration("dwell-delay", GeofenceOptions.DWELL_DELAY),
+      Flag.duration("presence-timeout", GeofenceOptions.PRESENCE_TIMEOUT),
       Flag.text("job-name", "NAME", GeofenceOptions.JOB_NAME),
       Flag.text("sink-url", "URL", GeofenceOptions.SINK_URL).defaultingTo("the fence database"),
       Flag.number("sink-batch-size", "N", GeofenceOptions.SINK_BATCH_SIZE),
@@ -277,6 +280,7 @@ public final class GeofenceCommand {
             .build())
         .timePolicy(new LocationTimePolicy(
             RUN.get(options, GeofenceOptions.ALLOWED_LATENESS), RUN.get(options, GeofenceOptions.MAX_CLOCK_SKEW)))
+        .stayRules(new StayRules(RUN.get(options, GeofenceOptions.DWELL_DELAY), RUN.get(options, GeofenceOptions.PRESENCE_TIMEOUT)))
         .locationOutOfOrderness(RUN.get(options, GeofenceOptions.LOCATION_OUT_OF_ORDERNESS))
         .maxHeldLocations(RUN.get(options, GeofenceOptions.MAX_HELD_LOCATIONS))
         .evaluationBatchSize(RUN.get(options, GeofenceOptions.EVALUATION_BATCH_SIZE))

@@ -11,6 +11,7 @@ import dev.geofence.state.time.FenceHistory;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -67,13 +68,21 @@ public final class Evaluation {
   private final OutOfOrder outOfOrder;
   private final Predicate<String> exitPending;
   private final LocationBatch batch;
+  private final Stays stays;
+  /** Stays restored with their ENTER times, until the clock and the objects' newest times are restored too. */
+  private List<RestoredStay> restoredStays = new ArrayList<>();
+
+  private record RestoredStay(String objectId, String fenceId, long since) {}
 
   /**
    * @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit})
    * @param batchSize locations per query of the index ({@link #add}); 1 queries each alone
+   * @param stays when stays DWELL and objects fall silent
    */
   public Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
-      OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd, int batchSize) {
+      OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd, int batchSize,
+      Stays stays) {
+    this.stays = stays;
     this.exitPending = exitPending;
     this.batch = new LocationBatch(batchSize);
     this.fences = fences;
@@ -92,19 +101,48 @@ public final class Evaluation {
     Set<String> inside;
     /** The time of its newest location evaluated, or {@link Long#MIN_VALUE} if forgotten ({@link #forgetOlderThan}). */
     long newest = Long.MIN_VALUE;
+    /** The newest before the location being evaluated: when a silence since it would have begun. */
+    long previous = Long.MIN_VALUE;
 
     boolean forgotten() {
       return inside == null && newest == Long.MIN_VALUE;
     }
   }
 
-  /** A restored membership: {@code objectId} is inside {@code fenceId}. */
-  void restoreMember(String fenceId, String objectId) {
+  /** A restored membership: {@code objectId} is inside {@code fenceId}, since its ENTER at {@code since}. */
+  void restoreMember(String fenceId, String objectId, long since) {
     ObjectState object = objects.computeIfAbsent(objectId, o -> new ObjectState());
     if (object.inside == null) {
       object.inside = new HashSet<>();
     }
     object.inside.add(fenceId);
+    if (stays.dwells()) {
+      restoredStays.add(new RestoredStay(objectId, fenceId, since));
+    }
+  }
+
+  /**
+   * Everything is restored, the clock at {@code clock}: the stays' DWELLs not decided yet are
+   * pending again, and the objects inside fences are watched for silence. An object inside whose
+   * newest time the state did not keep (written with silence off) is timed from the clock.
+   */
+  void restored(long clock) {
+    for (RestoredStay stay : restoredStays) {
+      stays.restored(stay.objectId(), stay.fenceId(), stay.since(), objects.get(stay.objectId()).newest, clock);
+    }
+    restoredStays = new ArrayList<>();
+    if (stays.silences()) {
+      objects.forEach((objectId, object) -> {
+        if (object.inside != null) {
+          if (object.newest == Long.MIN_VALUE) {
+            object.newest = clock;
+          }
+          if (object.newest != Long.MIN_VALUE) {
+            stays.watch(objectId, object.newest);
+          }
+        }
+      });
+    }
   }
 
   /**
@@ -164,6 +202,7 @@ public final class Evaluation {
       outOfOrder.refused(location, object.newest);
       return null;
     }
+    object.previous = object.newest;
     object.newest = location.timestamp;
     return object;
   }
@@ -173,6 +212,12 @@ public final class Evaluation {
    * does not keep or change.
    */
   private void evaluate(Location location, ObjectState object, int start, int end, List<String> covering) throws Exception {
+    long now = System.currentTimeMillis();
+    if (stays.silences() && object.inside != null && object.previous != Long.MIN_VALUE
+        && location.timestamp > stays.silentAt(object.previous)) {
+      // Silent since its previous location: those stays ended then, and this location starts afresh.
+      silence(location.objectId, object, stays.silentAt(object.previous), start, end, now);
+    }
     Set<String> before = object.inside == null ? Set.of() : object.inside;
     // Usually empty: only a location older than the newest edit finds fences changed since.
     Map<String, FenceHistory.Version> then = history.anyChangedAfter(location.timestamp)
@@ -196,23 +241,123 @@ public final class Evaluation {
     }
     boolean whole = start == ownStart && end == ownEnd;
     Set<String> inside = new HashSet<>(before);
-    long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
+        stays.entered(location.objectId, fenceId, location.timestamp);
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, TriggerCause.LOCATION, location.timestamp,
             location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
       }
     }
     for (String fenceId : before) {
-      if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && !covering.contains(fenceId)) {
-        membership.left(fenceId, location.objectId);
-        emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, TriggerCause.LOCATION, location.timestamp,
-            location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
-        inside.remove(fenceId);
+      if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId)) {
+        // Open until now, whether it goes on or ends here: a stay as long as the delay DWELLs.
+        dwellIfDue(location.objectId, fenceId, location.timestamp, now);
+        if (!covering.contains(fenceId)) {
+          stays.ended(location.objectId, fenceId);
+          membership.left(fenceId, location.objectId);
+          TriggerCause cause = reshapedUnder(fenceId, object.previous, location, then) ? TriggerCause.FENCE_RESHAPED : TriggerCause.LOCATION;
+          emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, cause, location.timestamp,
+              location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
+          inside.remove(fenceId);
+        }
       }
     }
     object.inside = inside.isEmpty() ? null : inside;
+    if (object.inside != null) {
+      stays.watch(location.objectId, location.timestamp);
+    }
+  }
+
+  /**
+   * Whether an EXIT at the location is the fence's doing: the version in force at the object's
+   * previous location, since replaced, covers the point the version of now does not.
+   */
+  private boolean reshapedUnder(String fenceId, long previous, Location location, Map<String, FenceHistory.Version> then) {
+    if (previous == Long.MIN_VALUE) {
+      return false;
+    }
+    FenceHistory.Version before = history.versionAt(fenceId, previous);
+    return before != null && before.seq() != seqAt(fenceId, then) && before.covers(location.lon, location.lat, location.tenant);
+  }
+
+  /** DWELLs the stay if its DWELL is pending and due by {@code time}. */
+  private void dwellIfDue(String objectId, String fenceId, long time, long now) {
+    long due = stays.takeDwellDueBy(objectId, fenceId, time);
+    if (due != Long.MIN_VALUE) {
+      emitAt(objectId, fenceId, TriggerKind.DWELL, TriggerCause.LOITERING, due, now);
+    }
+  }
+
+  /**
+   * The object fell silent at {@code at}: it EXITs each fence of key groups [{@code start}, {@code
+   * end}] it is inside, a stay as long as the delay DWELLing first.
+   */
+  private void silence(String objectId, ObjectState object, long at, int start, int end, long now) throws Exception {
+    boolean whole = start == ownStart && end == ownEnd;
+    for (Iterator<String> fences = object.inside.iterator(); fences.hasNext(); ) {
+      String fenceId = fences.next();
+      if (whole || inKeyGroups(fenceId, start, end)) {
+        dwellIfDue(objectId, fenceId, at, now);
+        stays.ended(objectId, fenceId);
+        membership.left(fenceId, objectId);
+        emitAt(objectId, fenceId, TriggerKind.EXIT, TriggerCause.SILENCE, at, now);
+        fences.remove();
+      }
+    }
+    if (object.inside.isEmpty()) {
+      object.inside = null;
+    }
+  }
+
+  /**
+   * The clock reached {@code clock}, every location up to it evaluated: the stays' DWELLs and the
+   * objects' silences it decides are emitted.
+   */
+  void clockPassed(long clock) throws Exception {
+    if (!stays.dwells() && !stays.silences()) {
+      return;
+    }
+    long now = System.currentTimeMillis();
+    stays.passed(clock, new Stays.Decide() {
+      @Override
+      public void dwell(Stays.Stay stay, long due) {
+        emitAt(stay.objectId(), stay.fenceId(), TriggerKind.DWELL, TriggerCause.LOITERING, due, now);
+      }
+
+      @Override
+      public long silence(String objectId, long clock) throws Exception {
+        ObjectState object = objects.get(objectId);
+        if (object == null || object.inside == null) {
+          return Long.MIN_VALUE;
+        }
+        if (object.newest == Long.MIN_VALUE) {
+          // Forgotten before silence was on: timed from now on.
+          object.newest = clock;
+        }
+        if (!stays.silentBy(object.newest, clock)) {
+          return object.newest;
+        }
+        Evaluation.this.silence(objectId, object, stays.silentAt(object.newest), ownStart, ownEnd, now);
+        return Long.MIN_VALUE;
+      }
+    });
+  }
+
+  /**
+   * The earliest event time of a trigger that is still to be decided by the clock alone (a DWELL
+   * or a silence), or {@link Long#MAX_VALUE}.
+   */
+  long undecidedFrom() {
+    return stays.undecidedFrom();
+  }
+
+  /** A trigger the clock or an end of stay decides, at {@code time}: of the fence version in force then, with no position. */
+  private void emitAt(String objectId, String fenceId, TriggerKind kind, TriggerCause cause, long time, long now) {
+    FenceHistory.Version then = history.versionAt(fenceId, time);
+    long seq = then != null ? then.seq() : fences.seqOf(fenceId);
+    String tenant = then != null ? then.tenant() : fences.index().contains(fenceId) ? fences.index().tenantOf(fenceId) : null;
+    emit.accept(new GeofenceTrigger(objectId, fenceId, kind, cause, time, Double.NaN, Double.NaN, seq, tenant, now));
   }
 
   /**
@@ -281,7 +426,8 @@ public final class Evaluation {
    */
   void forgetOlderThan(long horizon) {
     objects.values().removeIf(object -> {
-      if (object.newest < horizon) {
+      // An object inside fences keeps its newest time while silence is on: its silence is timed from it.
+      if (object.newest < horizon && !(stays.silences() && object.inside != null)) {
         object.newest = Long.MIN_VALUE;
       }
       return object.forgotten();
@@ -292,11 +438,22 @@ public final class Evaluation {
    * A fence was deleted: every object inside leaves it now, at the delete's commit time. The
    * owner clears the fence's durable membership after.
    */
-  void deleted(String fenceId, Iterable<String> members, long commitTime, long seq) {
+  void deleted(String fenceId, Iterable<String> members, long commitTime, long seq) throws Exception {
     long now = System.currentTimeMillis();
     for (String objectId : members) {
-      emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
       ObjectState object = objects.get(objectId);
+      if (stays.silences() && object != null && object.inside != null && object.inside.contains(fenceId)
+          && object.newest != Long.MIN_VALUE && commitTime > stays.silentAt(object.newest)) {
+        // Silent before the delete: its stays, this one too, ended then.
+        silence(objectId, object, stays.silentAt(object.newest), ownStart, ownEnd, now);
+        if (object.forgotten()) {
+          objects.remove(objectId);
+        }
+        continue;
+      }
+      dwellIfDue(objectId, fenceId, commitTime, now);
+      stays.ended(objectId, fenceId);
+      emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
       if (object != null && object.inside != null) {
         object.inside.remove(fenceId);
         if (object.inside.isEmpty()) {

@@ -27,6 +27,7 @@ import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import java.util.Objects;
 import org.apache.flink.api.common.operators.MailboxExecutor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -97,6 +98,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** The savepoint the job was submitted to restore from, or null: for the hydration history. */
   private final String savepointPath;
   private final LocationTimePolicy timePolicy;
+  private StayRules stayRules = StayRules.OFF;
   private int maxHeldLocations = GeofenceOptions.MAX_HELD_LOCATIONS.defaultValue();
   private int evaluationBatch = GeofenceOptions.EVALUATION_BATCH_SIZE.defaultValue();
   private CatchUp catchUp = CatchUp.AUTO;
@@ -172,6 +174,12 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * locationsReplayDowntime}: whether the location source resumes from its restored position, so
    * that {@link CatchUp#AUTO} never makes the locations of the downtime dead letters.
    */
+  /** Stays DWELL after the loitering delay, and end when their object falls silent, as the rules say. */
+  public FenceIndexOperator withStays(StayRules stayRules) {
+    this.stayRules = Objects.requireNonNull(stayRules);
+    return this;
+  }
+
   public FenceIndexOperator catchingUp(CatchUp catchUp, boolean locationsReplayDowntime) {
     this.catchUp = Objects.requireNonNull(catchUp);
     this.locationsReplayDowntime = locationsReplayDowntime;
@@ -220,7 +228,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new EditDecoder(new FenceDecoder(geometryOptions, geometryFormat), fences, this::deadLetter);
     Admission admission = new Admission(timePolicy, this::deadLetter);
     Evaluation evaluation = new Evaluation(fences, ledger.history(), keyed, this::emit, admission, schedule::hasExit, maxParallelism,
-        own.getStartKeyGroup(), own.getEndKeyGroup(), evaluationBatch);
+        own.getStartKeyGroup(), own.getEndKeyGroup(), evaluationBatch, new Stays(stayRules, timePolicy.allowedLateness().toMillis()));
     recorder = new HydrationRecorder(HydrationRecorder.start(installedAt, getRuntimeContext(), own, context, savepointPath),
         readiness, fences, episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
     if (hold == null) {
@@ -435,7 +443,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   View view() {
     Admission admission = locations.admission();
     return new View(recorder.phase(), ledger.fences(), warmUp.running(), ledger.history().versions(), admission.lateCount(),
-        admission.tooLateCount(), admission.outOfOrderCount(), keyed.movedFromPerFenceLayout(), keyed.segmentsRewrittenCount());
+        admission.tooLateCount(), admission.outOfOrderCount(), keyed.movedFromPerFenceLayout(), keyed.segmentsRewrittenCount(),
+        locations.objects());
   }
 
   /**
@@ -444,5 +453,5 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * @param segmentsRewritten how many buckets' segments the snapshots of this subtask wrote
    */
   record View(LoadPhase phase, FenceSet fences, boolean recovering, long historyVersions, long lateLocations,
-      long tooLateLocations, long outOfOrderLocations, int movedFromPerFenceLayout, long segmentsRewritten) {}
+      long tooLateLocations, long outOfOrderLocations, int movedFromPerFenceLayout, long segmentsRewritten, int objects) {}
 }

@@ -111,14 +111,16 @@ public final class LocationPath {
 
   /**
    * The event time before which every trigger has been emitted, or {@link Long#MIN_VALUE} while the
-   * index is not ready: the clock, but not past a location still held.
+   * index is not ready: the clock, but not past a location still held nor a DWELL or silence the
+   * clock has yet to decide (at most the allowed lateness behind it).
    */
   long emittedUpTo() {
     if (!readiness.ready()) {
       return Long.MIN_VALUE;
     }
+    long upTo = Math.min(clock.time(), evaluation.undecidedFrom() - 1);
     long held = clock.oldestHeld();
-    return held == Long.MAX_VALUE ? clock.time() : Math.min(clock.time(), held - 1);
+    return held == Long.MAX_VALUE ? upTo : Math.min(upTo, held - 1);
   }
 
   /** A fence was deleted: its members EXIT it, after the locations released before the delete. */
@@ -135,6 +137,11 @@ public final class LocationPath {
     evaluation.forgetOlderThan(clock.historyHorizon());
     union.write(clock.held(), clock.time(), untrusted, evaluation::forEachNewest, subtask, parallelism,
         admission.readTime() > clock.historyHorizon() ? admission.readTime() : 0, new KeyGroupRange(keyGroupStart, keyGroupEnd));
+  }
+
+  /** How many objects the evaluation holds, for the operator's view in tests. */
+  int objects() {
+    return evaluation.objects();
   }
 
   /** The time rules' counts, for the operator's view in tests. */
@@ -165,6 +172,8 @@ public final class LocationPath {
     clock.releaseUpTo(clock.time(), readiness::ready, due);
     evaluation.flush();
     if (readiness.ready()) {
+      // Every location up to the clock is evaluated: what the clock alone decides comes after them.
+      evaluation.clockPassed(clock.time());
       clock.indexReady();
     }
     reportHold();

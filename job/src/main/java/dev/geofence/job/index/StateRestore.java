@@ -65,6 +65,7 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
         admission.readAt(time);
       }
     });
+    evaluation.restored(clock.time());
     if (warmUp.unreadableCount() > 0) {
       readiness.distrust(warmUp.unreadableCount() + " restored fences are of a state format this release cannot read (it reads "
           + StoredFenceSerializer.FORMAT_VERSION + ")");
@@ -116,8 +117,8 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
       }
 
       @Override
-      public void member(String fenceId, String objectId) {
-        evaluation.restoreMember(fenceId, objectId);
+      public void member(String fenceId, String objectId, long since) {
+        evaluation.restoreMember(fenceId, objectId, since);
       }
 
       @Override

@@ -176,7 +176,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
      */
     void unreadableSegment(int bucket, String reason);
 
-    void member(String fenceId, String objectId);
+    void member(String fenceId, String objectId, long since);
 
     void position(StreamPosition position);
   }
@@ -347,8 +347,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
         (FenceKey key, ValueState<StreamPosition> state) -> restored.position(state.value()));
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, membersStateDescriptor(),
         (FenceKey key, MapState<String, Long> state) -> {
-          for (String objectId : state.keys()) {
-            restored.member(key.id, objectId);
+          for (Map.Entry<String, Long> member : state.entries()) {
+            restored.member(key.id, member.getKey(), member.getValue());
           }
         });
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, historyStateDescriptor(),

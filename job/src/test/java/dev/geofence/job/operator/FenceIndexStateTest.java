@@ -202,7 +202,7 @@ class FenceIndexStateTest {
           }
 
           @Override
-          public void member(String fenceId, String objectId) {
+          public void member(String fenceId, String objectId, long since) {
             members.add(fenceId + "/" + objectId);
           }
 
@@ -414,7 +414,7 @@ class FenceIndexStateTest {
     public void waitingExits(String fenceId, Map<Long, Long> exits) {}
 
     @Override
-    public void member(String fenceId, String objectId) {}
+    public void member(String fenceId, String objectId, long since) {}
 
     @Override
     public void position(StreamPosition position) {}
