@@ -7,19 +7,20 @@
 -- TIMESTAMP_LTZ: its tables give PostgreSQL's timestamptz as TIMESTAMP(3) in the Flink JVM's time
 -- zone (UTC in the official images); the topic's times are TIMESTAMP_LTZ(3).
 
--- Every ENTER and EXIT, keyed by its id (a UUID derived from its content), read through the view
--- that gives the id as text (Flink's JDBC connector reads no uuid column).
+-- Every ENTER, EXIT and DWELL, keyed by its id (a UUID derived from its content), read through the
+-- view that gives the id as text (Flink's JDBC connector reads no uuid column).
 CREATE TABLE geofence_triggers (
   trigger_id  STRING,
   object_id   STRING,
   fence_id    STRING,
-  kind        STRING,          -- ENTER or EXIT
+  kind        STRING,          -- ENTER, EXIT or DWELL
   event_time  TIMESTAMP(3),
-  lon         DOUBLE,          -- null for an EXIT caused by a fence delete
+  lon         DOUBLE,          -- null for a DWELL and for an EXIT caused by a fence delete or silence
   lat         DOUBLE,
   fence_seq   BIGINT,
   tenant      STRING,
   emitted_at  TIMESTAMP(3),
+  cause       STRING,          -- location, fence-deleted, fence-reshaped, silence or loitering (null in older rows)
   PRIMARY KEY (trigger_id) NOT ENFORCED
 ) WITH (
   'connector' = 'jdbc',
@@ -90,13 +91,14 @@ CREATE TABLE geofence_triggers_topic (
   trigger_id  STRING,
   object_id   STRING,
   fence_id    STRING,
-  kind        STRING,
+  kind        STRING,          -- ENTER, EXIT or DWELL
   event_time  TIMESTAMP_LTZ(3),
   lon         DOUBLE,
   lat         DOUBLE,
   fence_seq   BIGINT,
   tenant      STRING,
   emitted_at  TIMESTAMP_LTZ(3),
+  cause       STRING,          -- as in geofence_triggers (null in records of earlier releases)
   `partition` INT METADATA VIRTUAL,
   `offset`    BIGINT METADATA VIRTUAL
 ) WITH (

@@ -5,23 +5,49 @@ CREATE TABLE IF NOT EXISTS geofence_triggers (
     trigger_id  uuid PRIMARY KEY,          -- derived from (object, fence, kind, event time, fence seq)
     object_id   text NOT NULL,
     fence_id    text NOT NULL,
-    kind        text NOT NULL CHECK (kind IN ('ENTER', 'EXIT')),
+    kind        text NOT NULL CONSTRAINT geofence_triggers_kind_check CHECK (kind IN ('ENTER', 'EXIT', 'DWELL')),
     event_time  timestamptz NOT NULL,
-    lon         double precision,          -- null for an EXIT caused by a fence delete
+    lon         double precision,          -- null for a DWELL and for an EXIT caused by a fence delete or silence
     lat         double precision,
     fence_seq   bigint NOT NULL,
     tenant      text,
-    emitted_at  timestamptz NOT NULL
+    emitted_at  timestamptz NOT NULL,
+    -- what decided the trigger; null in rows written before the release that added it (and for a
+    -- trigger that release restored from an earlier one's state)
+    cause       text CONSTRAINT geofence_triggers_cause_check
+                CHECK (cause IN ('location', 'fence-deleted', 'fence-reshaped', 'silence', 'loitering'))
 );
 CREATE INDEX IF NOT EXISTS geofence_triggers_object_time ON geofence_triggers (object_id, event_time);
 CREATE INDEX IF NOT EXISTS geofence_triggers_fence_time ON geofence_triggers (fence_id, event_time);
+-- A table made by an earlier release gains cause and DWELL in place, its rows unchanged. The checks
+-- are added NOT VALID, and only when missing (the kind check: when it lacks DWELL; the checks keep
+-- the name PostgreSQL gave the earlier release's): a check added otherwise scans the whole table,
+-- which only grows, under an exclusive lock. There is nothing to prove: the old rows have a null
+-- cause and passed the old kind check, which the new one widens; new rows are checked all the same.
+-- On every later start the block only reads the catalog.
+ALTER TABLE geofence_triggers ADD COLUMN IF NOT EXISTS cause text;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'geofence_triggers'::regclass
+                   AND conname = 'geofence_triggers_cause_check') THEN
+        ALTER TABLE geofence_triggers ADD CONSTRAINT geofence_triggers_cause_check
+            CHECK (cause IN ('location', 'fence-deleted', 'fence-reshaped', 'silence', 'loitering')) NOT VALID;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'geofence_triggers'::regclass
+                   AND conname = 'geofence_triggers_kind_check' AND pg_get_constraintdef(oid) LIKE '%''DWELL''%') THEN
+        ALTER TABLE geofence_triggers DROP CONSTRAINT IF EXISTS geofence_triggers_kind_check,
+            ADD CONSTRAINT geofence_triggers_kind_check CHECK (kind IN ('ENTER', 'EXIT', 'DWELL')) NOT VALID;
+    END IF;
+END $$;
 -- The triggers with their id as text: Flink's JDBC connector reads no uuid column, so the Flink SQL
--- table geofence_triggers (docker/sql/flink) reads this view.
+-- table geofence_triggers (docker/sql/flink) reads this view. New columns go last: CREATE OR
+-- REPLACE VIEW can only append.
 CREATE OR REPLACE VIEW geofence_triggers_text AS
-    SELECT trigger_id::text AS trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at
+    SELECT trigger_id::text AS trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at,
+        cause
     FROM geofence_triggers;
 
--- Who is inside which fence now: a row appears on ENTER and goes on EXIT.
+-- Who is inside which fence now: a row appears on ENTER and goes on EXIT (a DWELL leaves it as it is).
 CREATE TABLE IF NOT EXISTS geofence_presence (
     object_id   text NOT NULL,
     fence_id    text NOT NULL,

@@ -52,7 +52,8 @@ class FlinkSqlITCase extends EndToEndFixture {
       deleteFences(0, 3);
       assertTriggersAsOracle();
       Set<String> triggers = rows("SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time")
-          + ", lon, fence_seq FROM geofence_triggers");
+          + ", lon, fence_seq, cause FROM geofence_triggers");
+      assertThat(triggers).as("every trigger the job wrote says its cause").noneMatch(row -> row.endsWith(" null"));
       Waiting.until("the checkpoint after the last trigger to commit all " + triggers.size() + " to the topic", PATIENCE,
           () -> kafka.values("geofence-triggers", true).size() == triggers.size());
 
@@ -69,9 +70,9 @@ class FlinkSqlITCase extends EndToEndFixture {
       sql.executeSql("ALTER TABLE geofence_triggers_topic SET ('properties.bootstrap.servers' = '" + kafka.bootstrapServers()
           + "', 'scan.bounded.mode' = 'latest-offset')");
 
-      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq, cause"
           + " FROM geofence_triggers")).as("geofence_triggers through Flink SQL").isEqualTo(triggers).isNotEmpty();
-      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq"
+      assertThat(collect(sql, "SELECT trigger_id, object_id, fence_id, kind, event_time, lon, fence_seq, cause"
           + " FROM geofence_triggers_topic")).as("the triggers topic through Flink SQL").isEqualTo(triggers);
       assertThat(collect(sql, "SELECT object_id, fence_id, entered_at, fence_seq FROM geofence_presence"))
           .as("geofence_presence through Flink SQL")

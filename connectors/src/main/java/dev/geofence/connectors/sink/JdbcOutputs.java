@@ -29,8 +29,8 @@ import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
 public final class JdbcOutputs {
 
   static final String UPSERT_TRIGGER =
-      "INSERT INTO geofence_triggers (trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at)"
-          + " VALUES (?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trigger_id) DO NOTHING";
+      "INSERT INTO geofence_triggers (trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at,"
+          + " cause) VALUES (?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trigger_id) DO NOTHING";
 
   static final String UPSERT_DEAD_LETTER =
       "INSERT INTO geofence_dead_letters (letter_id, source, key, seq, severity, reason, detail, payload, event_time, recorded_at)"
@@ -84,7 +84,7 @@ public final class JdbcOutputs {
     return sink(UPSERT_TRIGGER, JdbcOutputs::bindTrigger, connection, execution);
   }
 
-  /** Presence rows: each batch reduced to the last trigger per (object, fence); see {@link PresenceSink}. */
+  /** Presence rows: each batch reduced to the last ENTER or EXIT per (object, fence); see {@link PresenceSink}. */
   public static Sink<GeofenceTrigger> presence(JdbcConnectionOptions connection, JdbcExecutionOptions execution) {
     return new PresenceSink(connection, execution);
   }
@@ -195,6 +195,7 @@ public final class JdbcOutputs {
     s.setLong(8, t.fenceSeq);
     s.setString(9, t.tenant);
     s.setTimestamp(10, new Timestamp(t.emittedAt));
+    s.setString(11, t.cause == null ? null : t.cause.label());
   }
 
   static void bindDeadLetter(PreparedStatement s, DeadLetter d) throws SQLException {

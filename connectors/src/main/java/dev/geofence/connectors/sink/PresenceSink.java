@@ -23,9 +23,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The sink of {@code geofence_presence}: an ENTER upserts the row of (object, fence), an EXIT
- * deletes it. A batch is first reduced to the last trigger per (object, fence), which alone
- * decides the row (each trigger sets or removes all of it), and is then written as two statements
- * over arrays in one transaction: one DELETE of the exits and one multi-row upsert of the entries.
+ * deletes it, and a DWELL changes nothing. A batch is first reduced to the last ENTER or EXIT per
+ * (object, fence), which alone decides the row (each sets or removes all of it), and is then
+ * written as two statements over arrays in one transaction: one DELETE of the exits and one
+ * multi-row upsert of the entries.
  * Flink's JDBC sink cannot do this: it executes one statement per element, in order, so an
  * ordered ENTER/EXIT stream costs a statement per row (a CTE, which the driver cannot rewrite
  * into a multi-row statement).
@@ -79,7 +80,7 @@ final class PresenceSink implements Sink<GeofenceTrigger> {
     private final JdbcConnectionOptions options;
     private final JdbcExecutionOptions execution;
     private final ProcessingTimeService time;
-    /** The last trigger of each (object, fence) since the last write. */
+    /** The last ENTER or EXIT of each (object, fence) since the last write. */
     private final Map<Key, GeofenceTrigger> waiting = new LinkedHashMap<>();
     private int received;
     private ScheduledFuture<?> timer;
@@ -93,6 +94,11 @@ final class PresenceSink implements Sink<GeofenceTrigger> {
 
     @Override
     public void write(GeofenceTrigger trigger, Context context) throws IOException {
+      // A DWELL says the object is still inside: the row its ENTER wrote stays as it is, and the
+      // ENTER or EXIT waiting for the key still decides it (a DWELL after an EXIT brings no row back).
+      if (trigger.kind == TriggerKind.DWELL) {
+        return;
+      }
       waiting.put(new Key(trigger.objectId, trigger.fenceId), trigger);
       received++;
       // Counted as received, not as distinct keys: a batch's size bounds how long rows wait too.

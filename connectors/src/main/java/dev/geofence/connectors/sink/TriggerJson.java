@@ -12,13 +12,20 @@ import java.time.format.DateTimeFormatter;
  * A trigger as the JSON value of a Kafka record: the columns of {@code geofence_triggers}, named
  * alike, so one Flink SQL schema reads the topic and the table:
  *
- * <pre>{"trigger_id": "uuid", "object_id": "...", "fence_id": "...", "kind": "ENTER" | "EXIT",
+ * <pre>{"trigger_id": "uuid", "object_id": "...", "fence_id": "...", "kind": "ENTER" | "EXIT" | "DWELL",
  *  "event_time": "2026-11-30T20:15:00.123Z", "lon": 1.5, "lat": 2.5, "fence_seq": 7,
- *  "tenant": "..." | null, "emitted_at": "2026-11-30T20:15:00.456Z"}</pre>
+ *  "tenant": "..." | null, "emitted_at": "2026-11-30T20:15:00.456Z",
+ *  "cause": "location" | "fence-deleted" | "fence-reshaped" | "silence" | "loitering" | null}</pre>
  *
  * Times are UTC with exactly three fraction digits (what Flink's JSON format reads as {@code
  * TIMESTAMP_LTZ(3)} with {@code 'json.timestamp-format.standard' = 'ISO-8601'}); {@code lon} and
- * {@code lat} are null for an EXIT caused by a fence delete, as in the table.
+ * {@code lat} are null for a DWELL and for an EXIT caused by a fence delete or silence, as in the
+ * table; {@code cause} is null only for a trigger restored from the state of a release without
+ * causes. A DWELL, for example:
+ *
+ * <pre>{"trigger_id": "...", "object_id": "truck-7", "fence_id": "depot-3", "kind": "DWELL",
+ *  "event_time": "2026-11-30T20:25:00.123Z", "lon": null, "lat": null, "fence_seq": 7,
+ *  "tenant": null, "emitted_at": "2026-11-30T20:25:04.010Z", "cause": "loitering"}</pre>
  */
 public final class TriggerJson {
 
@@ -40,7 +47,8 @@ public final class TriggerJson {
     } else {
       json.put("lon", t.lon).put("lat", t.lat);
     }
-    json.put("fence_seq", t.fenceSeq).put("tenant", t.tenant).put("emitted_at", time(t.emittedAt));
+    json.put("fence_seq", t.fenceSeq).put("tenant", t.tenant).put("emitted_at", time(t.emittedAt))
+        .put("cause", t.cause == null ? null : t.cause.label());
     try {
       return MAPPER.writeValueAsBytes(json);
     } catch (com.fasterxml.jackson.core.JsonProcessingException e) {

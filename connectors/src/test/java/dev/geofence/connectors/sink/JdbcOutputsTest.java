@@ -59,7 +59,8 @@ class JdbcOutputsTest {
     GeofenceTrigger replayed = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, TriggerCause.LOCATION, 1000, 1, 2, 3, "t", 9000);
     GeofenceTrigger exit = new GeofenceTrigger("o1", "f1", TriggerKind.EXIT, TriggerCause.LOCATION, 2000, Double.NaN, Double.NaN, 4, null, 9000);
     write(JdbcOutputs.triggers(connection, BATCHES), GeofenceTrigger.class, enter, replayed, exit, enter);
-    assertThat(rows("SELECT kind || ' ' || coalesce(lon::text, 'null') || ' ' || (extract(epoch FROM emitted_at) * 1000)::bigint FROM geofence_triggers"))
+    assertThat(rows("SELECT kind || ' ' || coalesce(lon::text, 'null') || ' ' || (extract(epoch FROM emitted_at) * 1000)::bigint"
+        + " FROM geofence_triggers WHERE object_id = 'o1'"))
         .containsExactlyInAnyOrder("ENTER 1 5000", "EXIT null 9000");
 
     DeadLetter letter = new DeadLetter("location", "o9", 0, "ERROR", "MALFORMED_JSON", "not JSON", "{", 0, 1);
@@ -69,8 +70,32 @@ class JdbcOutputsTest {
         .containsExactly("MALFORMED_JSON null");
   }
 
+  /**
+   * Each trigger lands with its kind and cause, and without a position when no location decided it
+   * (a DWELL, an EXIT by silence or by a fence delete); replayed, each is still one row. A trigger
+   * restored from the state of a release without causes lands with none.
+   */
+  @Test
+  void triggersLandWithTheirCauseAndThoseOfNoLocationWithoutAPosition() throws Exception {
+    GeofenceTrigger dwell = new GeofenceTrigger("c1", "f1", TriggerKind.DWELL, TriggerCause.LOITERING, 61_000, Double.NaN, Double.NaN, 3, "t", 62_000);
+    GeofenceTrigger dwellReplayed =
+        new GeofenceTrigger("c1", "f1", TriggerKind.DWELL, TriggerCause.LOITERING, 61_000, Double.NaN, Double.NaN, 3, "t", 99_000);
+    GeofenceTrigger silence = new GeofenceTrigger("c1", "f1", TriggerKind.EXIT, TriggerCause.SILENCE, 400_000, Double.NaN, Double.NaN, 3, "t", 401_000);
+    GeofenceTrigger deleted = GeofenceTrigger.exitOnDelete("c2", "f1", 500_000, 4, 501_000);
+    // A rebuild learns of the same delete from its tombstone, timed otherwise: the same trigger.
+    GeofenceTrigger deletedAgain = GeofenceTrigger.exitOnDelete("c2", "f1", 499_000, 4, 600_000);
+    GeofenceTrigger restored = new GeofenceTrigger("c3", "f1", TriggerKind.ENTER, null, 1000, 1.5, 2.5, 3, null, 5000);
+    write(JdbcOutputs.triggers(connection, BATCHES), GeofenceTrigger.class, dwell, silence, dwellReplayed, deleted, deletedAgain, restored);
+    assertThat(rows("SELECT object_id || ' ' || kind || ' ' || coalesce(cause, 'null') || ' ' || coalesce(lon::text, 'null') || ' '"
+        + " || coalesce(lat::text, 'null') || ' ' || (extract(epoch FROM emitted_at) * 1000)::bigint FROM geofence_triggers_text"
+        + " WHERE object_id LIKE 'c%'"))
+        .containsExactlyInAnyOrder("c1 DWELL loitering null null 62000", "c1 EXIT silence null null 401000",
+            "c2 EXIT fence-deleted null null 501000", "c3 ENTER null 1.5 2.5 5000");
+  }
+
   @Test
   void presenceRowsComeOnEnterAndGoOnExitInOrder() throws Exception {
+    truncatePresence();
     write(JdbcOutputs.presence(connection, BATCHES), GeofenceTrigger.class,
         new GeofenceTrigger("p1", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, null, 0),
         new GeofenceTrigger("p1", "b", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, null, 0),
@@ -83,28 +108,58 @@ class JdbcOutputsTest {
   }
 
   /**
-   * Presence against an oracle that applies every trigger in order, one by one: random ENTERs and
-   * EXITs over a few objects and fences (so that batches hold several of one key), written with
-   * batch sizes from 1 to more than the stream.
+   * A DWELL leaves presence as the ENTER wrote it, whether in the ENTER's batch or a later one, and
+   * brings back no row an EXIT removed.
+   */
+  @Test
+  void aDwellChangesNoPresenceRow() throws Exception {
+    truncatePresence();
+    JdbcExecutionOptions oneBatch = JdbcExecutionOptions.builder().withBatchSize(100).build();
+    write(JdbcOutputs.presence(connection, oneBatch), GeofenceTrigger.class,
+        new GeofenceTrigger("d1", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, "t", 0),
+        dwell("d1", 700, 2),
+        new GeofenceTrigger("d2", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, "t", 0),
+        new GeofenceTrigger("d2", "a", TriggerKind.EXIT, TriggerCause.LOCATION, 200, 0, 0, 1, "t", 0),
+        dwell("d2", 700, 2),
+        new GeofenceTrigger("d3", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, "t", 0),
+        new GeofenceTrigger("d4", "a", TriggerKind.ENTER, TriggerCause.LOCATION, 100, 0, 0, 1, "t", 0),
+        new GeofenceTrigger("d4", "a", TriggerKind.EXIT, TriggerCause.SILENCE, 200, Double.NaN, Double.NaN, 1, "t", 0));
+    write(JdbcOutputs.presence(connection, oneBatch), GeofenceTrigger.class, dwell("d3", 700, 2), dwell("d4", 700, 2));
+    assertThat(rows("SELECT object_id || ' ' || fence_id || ' ' || (extract(epoch FROM entered_at) * 1000)::bigint || ' '"
+        + " || fence_seq || ' ' || coalesce(tenant, 'null') FROM geofence_presence"))
+        .containsExactlyInAnyOrder("d1 a 100 1 t", "d3 a 100 1 t");
+  }
+
+  private static GeofenceTrigger dwell(String object, long at, long fenceSeq) {
+    return new GeofenceTrigger(object, "a", TriggerKind.DWELL, TriggerCause.LOITERING, at, Double.NaN, Double.NaN, fenceSeq, null, 0);
+  }
+
+  /**
+   * Presence against an oracle that applies every trigger in order, one by one: random ENTERs,
+   * EXITs and DWELLs (which the oracle ignores) over a few objects and fences (so that batches hold
+   * several of one key), written with batch sizes from 1 to more than the stream.
    */
   @Test
   void presenceEqualsTriggersAppliedOneByOne() throws Exception {
     Random random = new Random(18);
     for (int round = 0; round < 12; round++) {
-      try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
-        s.execute("TRUNCATE geofence_presence");
-      }
+      truncatePresence();
       int n = 1 + random.nextInt(400);
       GeofenceTrigger[] triggers = new GeofenceTrigger[n];
       Map<String, String> oracle = new TreeMap<>();
       for (int i = 0; i < n; i++) {
         String object = "o" + random.nextInt(5);
         String fence = "f" + random.nextInt(4);
-        TriggerKind kind = random.nextInt(3) == 0 ? TriggerKind.EXIT : TriggerKind.ENTER;
-        triggers[i] = new GeofenceTrigger(object, fence, kind, TriggerCause.LOCATION, 1000L * i, 0, 0, i, random.nextBoolean() ? "t" : null, 0);
+        TriggerKind kind = switch (random.nextInt(4)) {
+          case 0 -> TriggerKind.EXIT;
+          case 1 -> TriggerKind.DWELL;
+          default -> TriggerKind.ENTER;
+        };
+        TriggerCause cause = kind == TriggerKind.DWELL ? TriggerCause.LOITERING : TriggerCause.LOCATION;
+        triggers[i] = new GeofenceTrigger(object, fence, kind, cause, 1000L * i, 0, 0, i, random.nextBoolean() ? "t" : null, 0);
         if (kind == TriggerKind.ENTER) {
           oracle.put(object + " " + fence, object + " " + fence + " " + 1000L * i + " " + i + " " + triggers[i].tenant);
-        } else {
+        } else if (kind == TriggerKind.EXIT) {
           oracle.remove(object + " " + fence);
         }
       }
@@ -198,6 +253,77 @@ class JdbcOutputsTest {
     }
   }
 
+  /** geofence_triggers and its view as the outputs file made them before causes and DWELL (e1477b2). */
+  private static final String EARLIER_TRIGGERS = """
+      CREATE TABLE geofence_triggers (
+          trigger_id  uuid PRIMARY KEY,
+          object_id   text NOT NULL,
+          fence_id    text NOT NULL,
+          kind        text NOT NULL CHECK (kind IN ('ENTER', 'EXIT')),
+          event_time  timestamptz NOT NULL,
+          lon         double precision,
+          lat         double precision,
+          fence_seq   bigint NOT NULL,
+          tenant      text,
+          emitted_at  timestamptz NOT NULL
+      );
+      CREATE OR REPLACE VIEW geofence_triggers_text AS
+          SELECT trigger_id::text AS trigger_id, object_id, fence_id, kind, event_time, lon, lat, fence_seq, tenant, emitted_at
+          FROM geofence_triggers;
+      """;
+
+  /**
+   * A geofence_triggers of an earlier release gains cause and DWELL in place when the job starts:
+   * its rows keep working with a null cause, a DWELL is written, the checks still refuse what is
+   * neither a kind nor a cause, and applying the file again changes nothing.
+   */
+  @Test
+  void anEarlierReleasesTriggersTableGainsCauseAndDwellInPlace() throws Exception {
+    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS earlier_triggers WITH (FORCE)");
+      s.execute("CREATE DATABASE earlier_triggers");
+    }
+    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/earlier_triggers";
+    try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
+      String checks = "SELECT string_agg(conname || ' ' || convalidated, ', ' ORDER BY conname) FROM pg_constraint"
+          + " WHERE conrelid = 'geofence_triggers'::regclass AND contype = 'c'";
+      String checkIds = "SELECT string_agg(oid::text, ', ' ORDER BY conname) FROM pg_constraint"
+          + " WHERE conrelid = 'geofence_triggers'::regclass AND contype = 'c'";
+      Migrations.applyOutputs(c);
+      List<String> created = rows(s, checkIds);
+      Migrations.applyOutputs(c);
+      assertThat(rows(s, checks)).as("a table of this release, applied twice")
+          .containsExactly("geofence_triggers_cause_check true, geofence_triggers_kind_check true");
+      assertThat(rows(s, checkIds)).as("its checks, untouched by the second time").isEqualTo(created);
+      s.execute("DROP VIEW geofence_triggers_text; DROP TABLE geofence_triggers; " + EARLIER_TRIGGERS);
+      GeofenceTrigger old = new GeofenceTrigger("o1", "f1", TriggerKind.ENTER, null, 1000, 1.5, 2.5, 3, null, 5000);
+      s.execute("INSERT INTO geofence_triggers VALUES ('" + old.triggerId + "', 'o1', 'f1', 'ENTER', to_timestamp(1), 1.5, 2.5, 3,"
+          + " NULL, to_timestamp(5))");
+
+      Migrations.ensureOutputs(c);
+      assertThat(rows(s, checks)).as("the kind check replaced, the cause check added, neither scanning the table")
+          .containsExactly("geofence_triggers_cause_check false, geofence_triggers_kind_check false");
+      List<String> migrated = rows(s, checkIds);
+      GeofenceTrigger dwell = new GeofenceTrigger("o1", "f1", TriggerKind.DWELL, TriggerCause.LOITERING, 61_000, Double.NaN, Double.NaN, 3, null, 62_000);
+      write(JdbcOutputs.triggers(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
+          .withDriverName("org.postgresql.Driver").build(), BATCHES), GeofenceTrigger.class, old, dwell);
+      Migrations.applyOutputs(c);
+      assertThat(rows(s, checks)).as("applied again").containsExactly("geofence_triggers_cause_check false, geofence_triggers_kind_check false");
+      assertThat(rows(s, checkIds)).as("the checks, untouched by applying again").isEqualTo(migrated);
+
+      assertThat(rows(s, "SELECT kind || ' ' || coalesce(cause, 'null') || ' ' || coalesce(lon::text, 'null')"
+          + " FROM geofence_triggers_text ORDER BY event_time"))
+          .as("the earlier row, kept (its replay rewrites nothing), and the DWELL")
+          .containsExactly("ENTER null 1.5", "DWELL loitering null");
+      assertThatThrownBy(() -> s.execute("INSERT INTO geofence_triggers (trigger_id, object_id, fence_id, kind, event_time, fence_seq,"
+          + " emitted_at) VALUES (gen_random_uuid(), 'o1', 'f1', 'STAY', now(), 3, now())"))
+          .hasMessageContaining("geofence_triggers_kind_check");
+      assertThatThrownBy(() -> s.execute("INSERT INTO geofence_triggers (trigger_id, object_id, fence_id, kind, event_time, fence_seq,"
+          + " emitted_at, cause) VALUES (gen_random_uuid(), 'o1', 'f1', 'EXIT', now(), 3, now(), 'timeout')"))
+          .hasMessageContaining("geofence_triggers_cause_check");
+    }
+  }
+
   @Test
   void theRetentionReachesPostgreSqlToTheMillisecond() throws Exception {
     for (Duration retention : List.of(Duration.ofMillis(1), Duration.ofMillis(500), Duration.ofMillis(1500),
@@ -230,6 +356,12 @@ class JdbcOutputsTest {
     return e;
   }
 
+  private static void truncatePresence() throws Exception {
+    try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+      s.execute("TRUNCATE geofence_presence");
+    }
+  }
+
   @SafeVarargs
   private static <T> void write(Sink<T> sink, Class<T> type, T... elements) throws Exception {
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -239,8 +371,14 @@ class JdbcOutputsTest {
   }
 
   private static List<String> rows(String sql) throws Exception {
+    try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+      return rows(s, sql);
+    }
+  }
+
+  private static List<String> rows(Statement s, String sql) throws Exception {
     List<String> rows = new ArrayList<>();
-    try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement(); ResultSet r = s.executeQuery(sql)) {
+    try (ResultSet r = s.executeQuery(sql)) {
       while (r.next()) {
         rows.add(r.getString(1));
       }

@@ -22,11 +22,19 @@ class TriggerJsonTest {
     for (int i = 0; i < 2000; i++) {
       long eventTime = random.nextLong(0, 4_102_444_800_000L); // to 2100
       long emittedAt = eventTime + random.nextInt(5000);
-      GeofenceTrigger t = random.nextInt(10) == 0
-          ? GeofenceTrigger.exitOnDelete("o-" + i, "f \"" + i + "\"", eventTime, random.nextLong(1, 1 << 40), emittedAt)
-          : new GeofenceTrigger("o-" + i, "fence-" + random.nextInt(100), random.nextBoolean() ? TriggerKind.ENTER : TriggerKind.EXIT, TriggerCause.LOCATION,
-              eventTime, random.nextDouble(-180, 180), random.nextDouble(-90, 90), random.nextLong(1, 1 << 40),
-              random.nextBoolean() ? null : "tenant-ü", emittedAt);
+      String fence = "fence-" + random.nextInt(100);
+      long fenceSeq = random.nextLong(1, 1 << 40);
+      String tenant = random.nextBoolean() ? null : "tenant-ü";
+      GeofenceTrigger t = switch (random.nextInt(10)) {
+        case 0 -> GeofenceTrigger.exitOnDelete("o-" + i, "f \"" + i + "\"", eventTime, fenceSeq, emittedAt);
+        case 1 -> new GeofenceTrigger("o-" + i, fence, TriggerKind.DWELL, TriggerCause.LOITERING, eventTime, Double.NaN, Double.NaN,
+            fenceSeq, tenant, emittedAt);
+        case 2 -> new GeofenceTrigger("o-" + i, fence, TriggerKind.EXIT, TriggerCause.SILENCE, eventTime, Double.NaN, Double.NaN,
+            fenceSeq, tenant, emittedAt);
+        // One in five without a cause: restored from the state of a release without causes.
+        default -> new GeofenceTrigger("o-" + i, fence, random.nextBoolean() ? TriggerKind.ENTER : TriggerKind.EXIT,
+            random.nextInt(5) == 0 ? null : TriggerCause.LOCATION, eventTime, random.nextDouble(-180, 180), random.nextDouble(-90, 90), fenceSeq, tenant, emittedAt);
+      };
 
       JsonNode json = JSON.readTree(TriggerJson.value(t));
       assertThat(json.get("trigger_id").asText()).isEqualTo(t.triggerId);
@@ -45,7 +53,21 @@ class TriggerJsonTest {
       }
       assertThat(json.get("fence_seq").asLong()).isEqualTo(t.fenceSeq);
       assertThat(json.get("tenant").isNull() ? null : json.get("tenant").asText()).isEqualTo(t.tenant);
+      assertThat(json.has("cause")).isTrue();
+      assertThat(json.get("cause").isNull() ? null : json.get("cause").asText()).isEqualTo(t.cause == null ? null : t.cause.label());
       assertThat(new String(TriggerJson.key(t), StandardCharsets.UTF_8)).isEqualTo(t.objectId);
     }
+  }
+
+  /** The DWELL of the class's example, field by field as the docs show it. */
+  @Test
+  void aDwellSaysLoiteringAndHasNoPosition() throws Exception {
+    long enteredAt = Instant.parse("2026-11-30T20:15:00.123Z").toEpochMilli();
+    GeofenceTrigger dwell = new GeofenceTrigger("truck-7", "depot-3", TriggerKind.DWELL, TriggerCause.LOITERING,
+        enteredAt + 600_000, Double.NaN, Double.NaN, 7, null, Instant.parse("2026-11-30T20:25:04.010Z").toEpochMilli());
+    assertThat(new String(TriggerJson.value(dwell), StandardCharsets.UTF_8)).isEqualTo("{\"trigger_id\":\"" + dwell.triggerId + "\","
+        + "\"object_id\":\"truck-7\",\"fence_id\":\"depot-3\",\"kind\":\"DWELL\",\"event_time\":\"2026-11-30T20:25:00.123Z\","
+        + "\"lon\":null,\"lat\":null,\"fence_seq\":7,\"tenant\":null,\"emitted_at\":\"2026-11-30T20:25:04.010Z\","
+        + "\"cause\":\"loitering\"}");
   }
 }
