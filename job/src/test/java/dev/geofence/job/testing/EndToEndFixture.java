@@ -26,6 +26,7 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.net.ServerSocket;
@@ -207,6 +208,8 @@ public abstract class EndToEndFixture {
   public String sinkUrl;
   /** The job's allowed lateness and maximum clock skew. */
   public LocationTimePolicy timePolicy = LocationTimePolicy.defaults();
+  /** The job's loitering delay and presence timeout (off unless a test sets them). */
+  public StayRules stayRules = StayRules.OFF;
   /**
    * How many locations a subtask of the fence index may hold before the location source pauses.
    * Far above any test's but the one of the bound: {@link #awaitEvaluated}'s sentinel proves that
@@ -381,7 +384,7 @@ public abstract class EndToEndFixture {
       endpoints = endpoints.withHandover(new GeofenceJob.Handover(sink, standby));
     }
     // The fixture's locations come from files or Kafka, which resume from the savepoint's position.
-    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy)
+    GeofenceJob.build(env, endpoints, JobSettings.builder().locationIdleness(Duration.ofSeconds(2)).timePolicy(timePolicy).stayRules(stayRules)
         .maxHeldLocations(maxHeldLocations).catchUp(catchUp, true).build());
     JobClient job = env.executeAsync("geofence-it");
     jobs.add(job);
