@@ -5,6 +5,8 @@ import static org.apache.flink.configuration.ConfigOptions.key;
 import dev.geofence.connectors.config.CommandLine;
 import dev.geofence.connectors.config.Flag;
 import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.location.MovingObjects;
+import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.connectors.source.ReplicationSlots;
 import dev.geofence.job.GeneratedFences;
@@ -24,6 +26,7 @@ import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.LocalTime;
 import java.time.ZoneId;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -42,7 +45,10 @@ import org.locationtech.jts.io.WKBWriter;
  * {@code demo}: everything on this machine with one command. Starts an embedded PostgreSQL with
  * logical replication, applies the migrations, loads generated fences, runs the job on an embedded
  * MiniCluster with generated moving objects, edits fences while it runs, and prints progress and a
- * live tail of triggers. The tables stay queryable while it runs; it says how to connect.
+ * live tail of triggers. The tables stay queryable while it runs; it says how to connect. DWELL
+ * and silence are on ({@link #DWELL_DELAY}, {@link #PRESENCE_TIMEOUT}), and the first run puts a
+ * depot fence where each of a few parking objects parks and a yard where each of a few silent ones
+ * is last seen ({@link MovingObjects#parks}, {@link MovingObjects#fallsSilent}).
  *
  * <p>Its directory is kept: stopping (Ctrl-C, a SIGTERM or the end of {@code --duration}) stops the
  * job with a savepoint, and the next demo in the same directory reuses the database (fences,
@@ -63,6 +69,13 @@ final class Demo {
       .withDescription("Job parallelism.");
   static final ConfigOption<Duration> DURATION = key("geofence.demo.duration").durationType().noDefaultValue()
       .withDescription("Stop after this long, e.g. 2 min.");
+
+  /** The demo's loitering delay and presence timeout, and a lateness short enough for the clock to decide within a minute. */
+  static final Duration DWELL_DELAY = Duration.ofSeconds(10);
+  static final Duration PRESENCE_TIMEOUT = Duration.ofSeconds(15);
+  static final Duration ALLOWED_LATENESS = Duration.ofSeconds(5);
+  /** Parking and silent objects given a fence where they pause, each. */
+  private static final int PAUSING_WITH_FENCES = 3;
 
   static final CommandLine OPTIONS = new CommandLine(List.of(
       Flag.number("fences", "N", FENCES),
@@ -130,7 +143,7 @@ final class Demo {
     SplittableRandom random = new SplittableRandom(System.nanoTime());
     long present = queryLong(db, "SELECT count(*) FROM fences");
     if (present == 0) {
-      loadFences(db, fenceCount, random, out);
+      loadFences(db, fenceCount, objects, random, out);
     } else {
       out.printf("[demo] %d fences from the last run are in PostgreSQL%n", present);
     }
@@ -152,6 +165,9 @@ final class Demo {
     run.set(GeofenceOptions.SAVEPOINT_DIR, savepoints.toUri().toString());
     run.set(GeofenceOptions.HEARTBEAT_INTERVAL, Duration.ofMillis(500));
     run.set(GeofenceOptions.REST_PORT, restPort);
+    run.set(GeofenceOptions.DWELL_DELAY, DWELL_DELAY);
+    run.set(GeofenceOptions.PRESENCE_TIMEOUT, PRESENCE_TIMEOUT);
+    run.set(GeofenceOptions.ALLOWED_LATENESS, ALLOWED_LATENESS);
     if (savepoint != null) {
       run.set(GeofenceOptions.FROM_SAVEPOINT, savepoint.toString());
       out.printf("[demo] restoring the job from %s%n", savepoint);
@@ -159,6 +175,9 @@ final class Demo {
       out.println("[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
+    out.printf("[demo] an object inside a fence for %d s DWELLs; one silent for %d s EXITs its fences (objects 3, 13, 23, ... park"
+        + " for %d s a minute, objects 7, 17, 27, ... fall silent as long)%n", DWELL_DELAY.toSeconds(), PRESENCE_TIMEOUT.toSeconds(),
+        MovingObjects.RESUME - MovingObjects.PAUSE);
     job.set(GeofenceCommand.prepare(run, "").executeAsync());
     out.printf("[demo] the tables are queryable while the demo runs:%n"
         + "         psql -h localhost -p %d -U postgres -c 'SELECT kind, count(*) FROM geofence_triggers GROUP BY kind'%n"
@@ -279,12 +298,34 @@ final class Demo {
     return t.getMessage() == null ? t.getClass().getSimpleName() : t.getMessage();
   }
 
-  private static void loadFences(Connection db, int count, SplittableRandom random, PrintStream out) throws Exception {
+  /**
+   * The first run's fences: a depot where each of the first parking objects parks and a yard where
+   * each of the first silent ones is last seen in the generator's first minute, then stars
+   * anywhere, {@code count} in all.
+   */
+  private static void loadFences(Connection db, int count, int objects, SplittableRandom random, PrintStream out) throws Exception {
+    MovingObjects generator = GeofenceCommand.generator(Integer.toString(objects), 0, -1).objects();
+    List<String> ids = new ArrayList<>();
+    List<byte[]> shapes = new ArrayList<>();
+    int depots = 0;
+    int yards = 0;
+    for (int o = 0; o < objects && ids.size() < count; o++) {
+      boolean depot = MovingObjects.parks(o) && depots++ < PAUSING_WITH_FENCES;
+      if (depot || MovingObjects.fallsSilent(o) && yards++ < PAUSING_WITH_FENCES) {
+        Location at = generator.pausedAt(o, 0);
+        ids.add((depot ? "depot-" : "yard-") + o);
+        shapes.add(new WKBWriter().write(GeneratedFences.star(random, at.lon, at.lat, 0.2, 12)));
+      }
+    }
+    for (int i = ids.size(); i < count; i++) {
+      ids.add("fence-" + i);
+      shapes.add(star(random));
+    }
     db.setAutoCommit(false);
     try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom, tenant) VALUES (?, ?, NULL)")) {
       for (int i = 0; i < count; i++) {
-        insert.setString(1, "fence-" + i);
-        insert.setBytes(2, star(random));
+        insert.setString(1, ids.get(i));
+        insert.setBytes(2, shapes.get(i));
         insert.addBatch();
         if ((i + 1) % 500 == 0 || i == count - 1) {
           insert.executeBatch();
@@ -322,21 +363,32 @@ final class Demo {
     }
   }
 
+  /**
+   * Prints the triggers emitted since {@code since}: up to five a second of those locations decide,
+   * and up to five of the others (a fence's delete, a DWELL, a silence), which are rarer and would
+   * drown among them.
+   */
   private static Timestamp tail(Connection db, Timestamp since, PrintStream out) throws Exception {
     Timestamp last = since;
-    int shown = 0;
+    int[] shown = new int[2];
     int more = 0;
-    try (PreparedStatement s = db.prepareStatement(
-        "SELECT emitted_at, kind, object_id, fence_id, event_time, lon, lat FROM geofence_triggers WHERE emitted_at > ? ORDER BY emitted_at")) {
+    try (PreparedStatement s = db.prepareStatement("SELECT emitted_at, kind, object_id, fence_id, event_time, lon, lat, cause"
+        + " FROM geofence_triggers WHERE emitted_at > ? ORDER BY emitted_at")) {
       s.setTimestamp(1, since);
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
           last = r.getTimestamp(1);
-          if (shown < 5) {
+          String cause = r.getString(8);
+          boolean byLocation = r.getObject(6) != null;
+          if (shown[byLocation ? 0 : 1]++ < 5) {
             LocalTime at = r.getTimestamp(5).toInstant().atZone(ZoneId.systemDefault()).toLocalTime();
-            out.printf("  %-5s %-11s %-12s at %s%s%n", r.getString(2), r.getString(3), r.getString(4), at,
-                r.getObject(6) == null ? " (fence deleted)" : String.format(" (%.4f, %.4f)", r.getDouble(6), r.getDouble(7)));
-            shown++;
+            out.printf("  %-5s %-11s %-12s at %s%s%n", r.getString(2), r.getString(3), r.getString(4), at, byLocation
+                ? String.format(" (%.4f, %.4f)%s", r.getDouble(6), r.getDouble(7), "fence-reshaped".equals(cause) ? " (fence reshaped)" : "")
+                : " (" + switch (cause) {
+                  case "loitering" -> "inside for " + DWELL_DELAY.toSeconds() + " s";
+                  case "silence" -> "silent for " + PRESENCE_TIMEOUT.toSeconds() + " s";
+                  default -> "fence deleted";
+                } + ")");
           } else {
             more++;
           }

@@ -31,7 +31,7 @@ class DemoTest {
     int restPort = freePort();
     int status = GeofenceCommand.run(new String[] {
         "demo", "--fences", "300", "--objects", "50", "--port", Integer.toString(pgPort), "--rest-port", Integer.toString(restPort),
-        "--dir", dir.toString(), "--parallelism", "2", "--duration", "25s"}, out, out);
+        "--dir", dir.toString(), "--parallelism", "2", "--duration", "40s"}, out, out);
     String output = bytes.toString(StandardCharsets.UTF_8);
     assertThat(status).as(output).isZero();
     assertThat(output)
@@ -41,7 +41,10 @@ class DemoTest {
         .contains("[demo] edit: ")
         .contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern("\\n  ENTER object-\\d+ +fence-\\d+ +at ")
-        .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ");
+        .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ")
+        // The first parking object parks in its depot, the first silent one falls silent in its yard.
+        .containsPattern("\\n  DWELL object-3 +depot-3 +at .* \\(inside for 10 s\\)")
+        .containsPattern("\\n  EXIT  object-7 +yard-7 +at .* \\(silent for 15 s\\)");
     Path savepoint = Demo.newestSavepoint(dir.resolve("savepoints"));
     assertThat(savepoint).as("the savepoint a next demo restores from").isNotNull();
     // The generator's position in it, from which the next run stamps on the wall clock.
