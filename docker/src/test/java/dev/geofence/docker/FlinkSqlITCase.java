@@ -7,6 +7,8 @@ import dev.geofence.connectors.sink.KafkaOutputs;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.job.testing.Waiting;
+import dev.geofence.state.time.LocationTimePolicy;
+import dev.geofence.state.time.StayRules;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.ResultSet;
@@ -46,19 +48,36 @@ class FlinkSqlITCase extends EndToEndFixture {
       try (Statement s = db.createStatement()) {
         s.execute("ALTER ROLE geofence_reader PASSWORD '" + READER_PASSWORD + "'");
       }
+      // Every kind and cause reaches the outputs: stays DWELL after half a second, and every object
+      // falls silent 3 s after its last location, decided once the clock (moved on by the fence
+      // heartbeats when the locations stop) is past that by the lateness: short, yet long enough
+      // for the files the job reads late in its start not to be LATE.
+      timePolicy = new LocationTimePolicy(Duration.ofSeconds(10), Duration.ofSeconds(30));
+      stayRules = new StayRules(Duration.ofMillis(500), Duration.ofSeconds(3));
       placeFences(0, 30);
       start(2, "hashmap");
       moveObjects();
       deleteFences(0, 3);
-      assertTriggersAsOracle();
-      Set<String> triggers = rows("SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time")
-          + ", lon, fence_seq, cause FROM geofence_triggers");
-      assertThat(triggers).as("every trigger the job wrote says its cause").noneMatch(row -> row.endsWith(" null"));
-      Waiting.until("the checkpoint after the last trigger to commit all " + triggers.size() + " to the topic", PATIENCE,
-          () -> kafka.values("geofence-triggers", true).size() == triggers.size());
+      String last = awaitEvaluated();
+      Waiting.until("the last location's object to fall silent", PATIENCE,
+          () -> queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = '" + last + "' AND cause = 'silence'") > 0);
+      // Objects inside fences again, for presence to show; the job is cancelled once the topic has
+      // every trigger, seconds before these fall silent, so that the outputs hold still.
+      moveObjects();
+      awaitEvaluated();
+      String allTriggers = "SELECT trigger_id, object_id, fence_id, kind, " + millis("event_time") + ", lon, fence_seq, cause"
+          + " FROM geofence_triggers";
+      Waiting.until("the checkpoint after the last trigger to commit them all to the topic", PATIENCE,
+          () -> kafka.values("geofence-triggers", true).size() == rows(allTriggers).size());
+      cancelJobs();
+      Set<String> triggers = rows(allTriggers);
+      assertThat(triggers).as("every trigger the job wrote says its cause").noneMatch(row -> row.endsWith(" null"))
+          .anyMatch(row -> row.contains(" ENTER ")).anyMatch(row -> row.endsWith(" location"))
+          .anyMatch(row -> row.endsWith(" fence-deleted")).anyMatch(row -> row.contains(" DWELL "))
+          .anyMatch(row -> row.endsWith(" silence"));
 
       TableEnvironment sql = TableEnvironment.create(EnvironmentSettings.inStreamingMode());
-      // The job holds two of the cluster's four slots.
+      // Bounded reads of a few rows: one slot each.
       sql.getConfig().set("parallelism.default", "1");
       for (String statement : statements(Files.readString(DDL))) {
         sql.executeSql(statement);
@@ -84,7 +103,6 @@ class FlinkSqlITCase extends EndToEndFixture {
           .isEqualTo(rows("SELECT job_id, subtask, start_mode, gap_check, " + millis("hydrated_at")
               + ", fences_loaded, checksum_match, buckets_reread, reread_reason, catchup_backlog FROM hydration_history"))
           .hasSize(2);
-      cancelJobs();
     }
   }
 
