@@ -414,6 +414,11 @@ public final class Evaluation {
     }
   }
 
+  /** How many stays' DWELLs are still to be decided. */
+  int pendingDwells() {
+    return stays.pendingDwells();
+  }
+
   /** How many objects this holds: with a newest location time, or inside a fence. */
   public int objects() {
     return objects.size();

@@ -19,7 +19,7 @@ final class FenceIndexGauges {
   private FenceIndexGauges() {}
 
   static void register(MetricGroup group, FenceLedger ledger, FenceIndexState keyed, Readiness readiness, EventClock clock, Admission admission,
-      WarmUp warmUp, HydrationRecorder recorder) {
+      WarmUp warmUp, HydrationRecorder recorder, LocationPath locations) {
     FenceSet fences = ledger.fences();
     group.gauge(FenceIndexMetrics.FENCES_LOADED, () -> fences.liveCount());
     group.gauge(FenceIndexMetrics.FENCES_EXPECTED, () -> readiness.fingerprints().expectedFences());
@@ -41,6 +41,8 @@ final class FenceIndexGauges {
     group.gauge(FenceIndexMetrics.PHASE_MS, () -> recorder.phaseMillis());
     group.gauge(FenceIndexMetrics.BUCKETS_UNMATCHED_LIST, () -> recorder.unmatchedBuckets());
     group.gauge(FenceIndexMetrics.FENCE_HISTORY_VERSIONS, () -> ledger.history().versions());
+    group.gauge(FenceIndexMetrics.TRACKED_OBJECTS, locations::objects);
+    group.gauge(FenceIndexMetrics.PENDING_DWELLS, locations::pendingDwells);
     counter(group, FenceIndexMetrics.LATE_LOCATIONS, admission::lateCount);
     counter(group, FenceIndexMetrics.TOO_LATE_LOCATIONS, admission::tooLateCount);
     counter(group, FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, admission::outOfOrderCount);

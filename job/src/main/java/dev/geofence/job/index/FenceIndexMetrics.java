@@ -39,6 +39,10 @@ public final class FenceIndexMetrics {
   public static final String PENDING_EDITS = "pending_edits";
   /** Superseded fence versions kept for late locations. */
   public static final String FENCE_HISTORY_VERSIONS = "fence_history_versions";
+  /** Objects the subtask keeps: inside its fences, or seen within the allowed lateness. */
+  public static final String TRACKED_OBJECTS = "tracked_objects";
+  /** Stays in the subtask's fences whose DWELL is still to be decided. */
+  public static final String PENDING_DWELLS = "pending_dwells";
 
   // Counters: what happened so far in this attempt.
   /** Locations evaluated after the clock had passed them (within the allowed lateness). */

@@ -251,7 +251,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
       readiness.loadFromSource();
     }
     recorder.restored(context.isRestored());
-    FenceIndexGauges.register(getMetricGroup(), ledger, keyed, readiness, clock, admission, warmUp, recorder);
+    FenceIndexGauges.register(getMetricGroup(), ledger, keyed, readiness, clock, admission, warmUp, recorder, locations);
   }
 
   @Override

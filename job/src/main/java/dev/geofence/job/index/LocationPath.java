@@ -139,9 +139,14 @@ public final class LocationPath {
         admission.readTime() > clock.historyHorizon() ? admission.readTime() : 0, new KeyGroupRange(keyGroupStart, keyGroupEnd));
   }
 
-  /** How many objects the evaluation holds, for the operator's view in tests. */
+  /** How many objects the evaluation holds. */
   int objects() {
     return evaluation.objects();
+  }
+
+  /** How many stays' DWELLs are still to be decided. */
+  int pendingDwells() {
+    return evaluation.pendingDwells();
   }
 
   /** The time rules' counts, for the operator's view in tests. */

@@ -175,8 +175,8 @@ public final class Stays {
     return from;
   }
 
-  /** Pending DWELLs and watched objects, for the state size the operator reports. */
-  int pending() {
-    return dwellDue.size() + watched.size();
+  /** Stays whose DWELL is still to be decided. */
+  int pendingDwells() {
+    return dwellDue.size();
   }
 }
