@@ -212,11 +212,10 @@ public final class Evaluation {
    * does not keep or change.
    */
   private void evaluate(Location location, ObjectState object, int start, int end, List<String> covering) throws Exception {
-    long now = System.currentTimeMillis();
     if (stays.silences() && object.inside != null && object.previous != Long.MIN_VALUE
         && location.timestamp > stays.silentAt(object.previous)) {
       // Silent since its previous location: those stays ended then, and this location starts afresh.
-      silence(location.objectId, object, stays.silentAt(object.previous), start, end, now);
+      silence(location.objectId, object, stays.silentAt(object.previous), start, end, System.currentTimeMillis());
     }
     Set<String> before = object.inside == null ? Set.of() : object.inside;
     // Usually empty: only a location older than the newest edit finds fences changed since.
@@ -241,6 +240,7 @@ public final class Evaluation {
     }
     boolean whole = start == ownStart && end == ownEnd;
     Set<String> inside = new HashSet<>(before);
+    long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
