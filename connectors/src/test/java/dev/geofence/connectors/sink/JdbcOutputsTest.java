@@ -216,11 +216,7 @@ class JdbcOutputsTest {
    */
   @Test
   void anEarlierReleasesHydrationHistoryGainsItsNewColumnsInPlace() throws Exception {
-    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS earlier WITH (FORCE)");
-      s.execute("CREATE DATABASE earlier");
-    }
-    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/earlier";
+    String url = freshDatabase("earlier");
     try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
       Migrations.applyOutputs(c);
       s.execute("ALTER TABLE hydration_history DROP COLUMN buckets_reread, DROP COLUMN reread_reason, DROP COLUMN catchup_backlog,"
@@ -253,6 +249,15 @@ class JdbcOutputsTest {
     }
   }
 
+  /** A new, empty database of the test's server; its JDBC URL. */
+  private static String freshDatabase(String name) throws Exception {
+    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      s.execute("CREATE DATABASE " + name);
+    }
+    return "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + name;
+  }
+
   /** geofence_triggers and its view as the outputs file made them before causes and DWELL (e1477b2). */
   private static final String EARLIER_TRIGGERS = """
       CREATE TABLE geofence_triggers (
@@ -279,11 +284,7 @@ class JdbcOutputsTest {
    */
   @Test
   void anEarlierReleasesTriggersTableGainsCauseAndDwellInPlace() throws Exception {
-    try (Connection admin = postgres.getPostgresDatabase().getConnection(); Statement s = admin.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS earlier_triggers WITH (FORCE)");
-      s.execute("CREATE DATABASE earlier_triggers");
-    }
-    String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/earlier_triggers";
+    String url = freshDatabase("earlier_triggers");
     try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
       String checks = "SELECT string_agg(conname || ' ' || convalidated, ', ' ORDER BY conname) FROM pg_constraint"
           + " WHERE conrelid = 'geofence_triggers'::regclass AND contype = 'c'";

@@ -93,8 +93,7 @@ class DwellAndSilenceTest {
   @Test
   void aFenceReshapedUnderADwellingObject() throws Exception {
     try (var harness = harness(new StayRules(Duration.ofMillis(DELAY), Duration.ZERO), "hashmap")) {
-      FenceIndexOperatorTest.Source source = squareAt1000(harness);
-      source.send(upsert("b", 1, SQUARE, false, 1000));
+      FenceIndexOperatorTest.Source source = squaresAAndB(harness);
       harness.processElement2(location("o1", 2000, 5, 5), 2000);
       harness.processElement2(location("o2", 2000, 5, 5), 2000);
       source.send(upsert("a", 2, WIDER_SQUARE, false, 4000));
@@ -116,8 +115,7 @@ class DwellAndSilenceTest {
   @Test
   void aDeleteDuringAStayEndsItAsAnExitWould() throws Exception {
     try (var harness = harness(new StayRules(Duration.ofMillis(DELAY), Duration.ZERO), "hashmap")) {
-      FenceIndexOperatorTest.Source source = squareAt1000(harness);
-      source.send(upsert("b", 1, SQUARE, false, 1000));
+      FenceIndexOperatorTest.Source source = squaresAAndB(harness);
       harness.processElement2(location("o1", 2000, 5, 5), 2000);
       watermark(harness, 2000);
       source.send(delete("b", 2, 5000));
@@ -141,8 +139,7 @@ class DwellAndSilenceTest {
   @ValueSource(strings = {"hashmap", "rocksdb"})
   void anObjectSilentForTheTimeoutExitsItsFences(String backend) throws Exception {
     try (var harness = harness(new StayRules(Duration.ZERO, Duration.ofMillis(TIMEOUT)), backend)) {
-      FenceIndexOperatorTest.Source source = squareAt1000(harness);
-      source.send(upsert("b", 1, SQUARE, false, 1000));
+      FenceIndexOperatorTest.Source source = squaresAAndB(harness);
       harness.processElement2(location("gone", 2000, 5, 5), 2000);
       harness.processElement2(location("returns", 2000, 5, 5), 2000);
       harness.processElement2(location("late", 2000, 5, 5), 2000);
@@ -251,8 +248,7 @@ class DwellAndSilenceTest {
   /** Stays open at 9000: o1 with its DWELL due at 12000, o2 silent since 8000, o3 reporting. */
   private static void firstHalf(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness)
       throws Exception {
-    FenceIndexOperatorTest.Source source = squareAt1000(harness);
-    source.send(upsert("b", 1, SQUARE, false, 1000));
+    squaresAAndB(harness);
     harness.processElement2(location("o1", 2000, 5, 5), 2000);
     harness.processElement2(location("o2", 2000, 5, 5), 2000);
     harness.processElement2(location("o2", 8000, 5, 5), 8000);
@@ -286,6 +282,14 @@ class DwellAndSilenceTest {
     FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
     source.sendAllBuckets();
     source.send(upsert("a", 1, SQUARE, false, 1000));
+    return source;
+  }
+
+  /** Fences a and b, the same square, created at 1000, ready. */
+  private static FenceIndexOperatorTest.Source squaresAAndB(
+      KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness) throws Exception {
+    FenceIndexOperatorTest.Source source = squareAt1000(harness);
+    source.send(upsert("b", 1, SQUARE, false, 1000));
     return source;
   }
 
