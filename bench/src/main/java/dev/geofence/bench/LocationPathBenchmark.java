@@ -1,9 +1,13 @@
 package dev.geofence.bench;
 
 import dev.geofence.connectors.location.Fleet;
+import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
+import dev.geofence.connectors.model.TriggerCause;
+import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.job.hold.HoldReport;
 import dev.geofence.job.index.Admission;
+import dev.geofence.job.index.BenchAccess;
 import dev.geofence.job.index.Evaluation;
 import dev.geofence.job.index.Stays;
 import dev.geofence.job.index.EventClock;
@@ -24,6 +28,7 @@ import dev.geofence.state.readiness.Readiness;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.time.StayRules;
 import java.lang.reflect.Proxy;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -31,6 +36,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.PriorityQueue;
 import java.util.SplittableRandom;
+import org.apache.flink.util.TimeUtils;
 
 /**
  * The fence index operator's location path alone, on one thread, without Flink (issue 18, items 2
@@ -44,7 +50,14 @@ import java.util.SplittableRandom;
  * separates its cost from the evaluation's; one by one (batch 1) is the baseline of the batches.
  * Presence is kept in memory only here: keyed state is the job benchmark's (bench/run job).
  *
+ * <p>Then stays (issue 38) side by side, in the same rounds: the same fleet with one vehicle in 20
+ * falling silent after the first lap, evaluated with stays off, with the given dwell delay and
+ * presence timeout, and with both scaled down to the measured pass's few seconds of event time
+ * when they are too long for anything to be decided in it: CPU per location against off, the
+ * DWELL and silence EXIT triggers each emitted, the objects held and the heap per object.
+ *
  * <p>Usage: LocationPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R] [--channels C]
+ * [--dwell-delay 5min] [--presence-timeout 10min]
  * (the locations arrive as an index subtask receives them from C parse subtasks, default 2).
  */
 public final class LocationPathBenchmark {
@@ -53,6 +66,15 @@ public final class LocationPathBenchmark {
   private static final double SIDE = 30;
   private static final long RELEASE_EVERY_MS = 200;
   private static final long OUT_OF_ORDERNESS_MS = 1000;
+  private static final long EVERY_MS = 1000;
+  private static final long LATENESS_MS = LocationTimePolicy.DEFAULT_ALLOWED_LATENESS.toMillis();
+  /** In the stays comparison, one vehicle in this many reports in the first lap only, then falls silent. */
+  private static final int SILENT_EVERY = 20;
+  /** Scaled stays must be decided within this share of the measured pass's span. */
+  private static final double SCALED_WITHIN = 0.8;
+
+  /** One row: the locations it evaluates after the first lap, and its stays. */
+  private record Variant(String name, int batch, StayRules rules, long staysLateness, Location[] locations) {}
 
   private LocationPathBenchmark() {}
 
@@ -62,6 +84,8 @@ public final class LocationPathBenchmark {
     int locations = 1_000_000;
     int rounds = 3;
     int channels = 2;
+    Duration dwellDelay = Duration.ofMinutes(5);
+    Duration presenceTimeout = Duration.ofMinutes(10);
     for (int i = 0; i < args.length; i += 2) {
       switch (args[i]) {
         case "--fences" -> fences = Integer.parseInt(args[i + 1]);
@@ -69,11 +93,13 @@ public final class LocationPathBenchmark {
         case "--locations" -> locations = Integer.parseInt(args[i + 1]);
         case "--rounds" -> rounds = Integer.parseInt(args[i + 1]);
         case "--channels" -> channels = Integer.parseInt(args[i + 1]);
+        case "--dwell-delay" -> dwellDelay = TimeUtils.parseDuration(args[i + 1]);
+        case "--presence-timeout" -> presenceTimeout = TimeUtils.parseDuration(args[i + 1]);
         default -> throw new IllegalArgumentException("unknown option " + args[i]);
       }
     }
-    Fences set = fences(fences);
-    Fleet fleet = new Fleet(vehicles, 0, 0, SIDE, SIDE, 1_700_000_000_000L, 1000, 13);
+    Fences set = fences(fences, SIDE);
+    Fleet fleet = new Fleet(vehicles, 0, 0, SIDE, SIDE, 1_700_000_000_000L, EVERY_MS, 13);
     // The first lap only places the vehicles (their first ENTERs); the measured locations follow.
     Location[] warm = new Location[vehicles];
     for (int n = 0; n < vehicles; n++) {
@@ -83,6 +109,14 @@ public final class LocationPathBenchmark {
     for (int n = 0; n < locations; n++) {
       measured[n] = fleet.location(vehicles + n);
     }
+    // The stays comparison's: the same, less every location after the first lap of the vehicles that fall silent.
+    List<Location> reporting = new ArrayList<>(locations);
+    for (int n = 0; n < locations; n++) {
+      if ((vehicles + n) % vehicles % SILENT_EVERY != SILENT_EVERY - 1) {
+        reporting.add(measured[n]);
+      }
+    }
+    Location[] quiet = interleaved(reporting.toArray(new Location[0]), channels);
     warm = interleaved(warm, channels);
     measured = interleaved(measured, channels);
     System.out.printf(Locale.ROOT, "%,d fences, %,d vehicles every 1 s at about 13 m/s, %,d locations per pass, arriving as"
@@ -90,25 +124,49 @@ public final class LocationPathBenchmark {
     String[] names = {"before: locations held in one heap, released to nothing", "clock alone (hold, release to nothing)",
         "clock + evaluation one by one (batch 1)", "clock + evaluation in batches of 64"};
     int[] batches = {-1, 0, 1, 64};
-    double[][] micros = new double[names.length][rounds];
-    long[] triggers = new long[names.length];
-    long[] crossing = new long[names.length];
+    List<Variant> variants = new ArrayList<>();
+    for (int v = 0; v < names.length; v++) {
+      variants.add(new Variant(names[v], batches[v], StayRules.OFF, LATENESS_MS, measured));
+    }
+    // The stays' rows: as given, and scaled to the measured pass when what they decide comes after it.
+    StayRules given = new StayRules(dwellDelay, presenceTimeout);
+    long span = (long) locations * EVERY_MS / vehicles;
+    long needs = Math.max(given.dwellDelay().toMillis(), given.presenceTimeout().toMillis()) + LATENESS_MS;
+    double scale = Math.min(1, SCALED_WITHIN * span / needs);
+    int staysFrom = variants.size();
+    variants.add(new Variant("off", 64, StayRules.OFF, LATENESS_MS, quiet));
+    variants.add(new Variant(describe(given) + (scale < 1 ? " (as given)" : ""), 64, given, LATENESS_MS, quiet));
+    StayRules scaled = null;
+    long scaledLateness = LATENESS_MS;
+    if (scale < 1 && (given.dwells() || given.silences())) {
+      scaled = new StayRules(Duration.ofMillis(Math.round(given.dwellDelay().toMillis() * scale)),
+          Duration.ofMillis(Math.round(given.presenceTimeout().toMillis() * scale)));
+      scaledLateness = Math.round(LATENESS_MS * scale);
+      variants.add(new Variant(describe(scaled) + ", lateness " + human(scaledLateness) + " (scaled)", 64, scaled, scaledLateness, quiet));
+    }
+    double[][] micros = new double[variants.size()][rounds];
+    long[] triggers = new long[variants.size()];
+    long[] crossing = new long[variants.size()];
     for (int round = -1; round < rounds; round++) {
-      for (int v = 0; v < names.length; v++) {
+      for (int i = 0; i < variants.size(); i++) {
+        // The stays' rows in turn first from round to round, so that none always follows the same one.
+        int stays = variants.size() - staysFrom;
+        int v = i < staysFrom ? i : staysFrom + (i - staysFrom + Math.max(round, 0)) % stays;
+        Variant variant = variants.get(v);
         double us;
         Pass pass = null;
-        if (batches[v] < 0) {
+        if (variant.batch() < 0) {
           HeapBaseline heap = new HeapBaseline();
           heap.run(warm);
           long cpu = Measure.threadCpuNanos();
-          heap.run(measured);
-          us = (Measure.threadCpuNanos() - cpu) / 1e3 / locations;
+          heap.run(variant.locations());
+          us = (Measure.threadCpuNanos() - cpu) / 1e3 / variant.locations().length;
         } else {
-          pass = new Pass(set, batches[v]);
+          pass = new Pass(set, variant.batch(), variant.rules(), variant.staysLateness());
           pass.run(warm);
           long cpu = Measure.threadCpuNanos();
-          pass.run(measured);
-          us = (Measure.threadCpuNanos() - cpu) / 1e3 / locations;
+          pass.run(variant.locations());
+          us = (Measure.threadCpuNanos() - cpu) / 1e3 / variant.locations().length;
         }
         if (round >= 0) {
           micros[v][round] = us;
@@ -129,6 +187,62 @@ public final class LocationPathBenchmark {
           batches[v] <= 0 ? "" : String.format(Locale.ROOT, "%.2f %%", 100.0 * crossing[v] / locations));
     }
     presenceMemory(set, warm, measured);
+    stays(set, warm, variants.subList(staysFrom, variants.size()), Arrays.copyOfRange(micros, staysFrom, variants.size()), given,
+        scale, scaled, scaledLateness, span, locations - quiet.length);
+  }
+
+  /**
+   * The stays' rows (issue 38): CPU per location against off, what each decided, the objects held
+   * and, measured again by a pass of its own after the rounds, the heap retained per object.
+   */
+  private static void stays(Fences set, Location[] warm, List<Variant> variants, double[][] micros, StayRules given,
+      double scale, StayRules scaled, long scaledLateness, long span, int dropped) {
+    System.out.printf(Locale.ROOT, "%nstays (issue 38), side by side in the same rounds, batches of 64: the same fleet, of which"
+        + " 1 vehicle in %d reports in the first lap only and falls silent (%,d locations fewer: %,d a pass).%n", SILENT_EVERY,
+        dropped, variants.get(0).locations().length);
+    System.out.printf(Locale.ROOT, "%s with the allowed lateness %s: a DWELL or a silence's EXIT is decided by a location after the"
+        + " delay or timeout, else by the clock that long and the lateness after; the measured pass spans %s of event time", describe(given),
+        human(LATENESS_MS), human(span));
+    if (scaled == null) {
+      System.out.printf(Locale.ROOT, ".%n");
+    } else {
+      System.out.printf(Locale.ROOT, ", too short for them: also scaled x%.5f (1/%.0f) to decide within %.0f %% of it: %s, and the"
+          + " stays' lateness %s (the clock's and the time rules' stay %s: no location of this fleet is late).%n", scale, 1 / scale,
+          100 * SCALED_WITHIN, describe(scaled), human(scaledLateness), human(LATENESS_MS));
+      if (scaled.silences() && scaled.presenceTimeout().toMillis() < 2 * EVERY_MS) {
+        System.out.printf(Locale.ROOT, "warning: the scaled presence timeout is under two report intervals (%s): vehicles that go on"
+            + " reporting fall silent between reports too; more --locations per vehicle lengthen the pass.%n", human(2 * EVERY_MS));
+      }
+    }
+    System.out.println();
+    System.out.println("| stays | CPU ns per location, median (rounds) | locations/s of one core | against off | ENTER | EXIT by location"
+        + " | DWELL | EXIT by silence | objects held | pending (DWELLs + watched) | (object, fence) inside | bytes of heap per object |");
+    System.out.println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    double off = median(micros[0]);
+    for (int v = 0; v < variants.size(); v++) {
+      Variant variant = variants.get(v);
+      // The counts and the heap of one more pass of its own, over the same locations: what the rounds'
+      // passes did (the same locations decide the same), measured with nothing else of them alive.
+      Pass pass = new Pass(set, 64, variant.rules(), variant.staysLateness());
+      pass.run(warm);
+      pass.run(variant.locations());
+      pass.dropCrossing();
+      long with = usedAfterCollection();
+      int objects = pass.evaluation.objects();
+      String counts = String.format(Locale.ROOT, "%,d | %,d | %,d | %,d | %,d | %,d | %,d",
+          pass.count(TriggerKind.ENTER, TriggerCause.LOCATION), pass.count(TriggerKind.EXIT, TriggerCause.LOCATION),
+          pass.count(TriggerKind.DWELL, TriggerCause.LOITERING), pass.count(TriggerKind.EXIT, TriggerCause.SILENCE), objects,
+          BenchAccess.pending(pass.stays), pass.inside);
+      pass = null;
+      long without = usedAfterCollection();
+      System.out.printf(Locale.ROOT, "| %s | %.0f (%s) | %,.0f | %s | %s | %,d |%n", variant.name(), 1e3 * median(micros[v]),
+          describeNanos(micros[v]), 1e6 / median(micros[v]), v == 0 ? "1" : String.format(Locale.ROOT, "%.3f", off / median(micros[v])),
+          counts, (with - without) / objects);
+    }
+    System.out.println();
+    System.out.println("CPU: thread CPU time per location of the measured pass (after the first lap), the median round;"
+        + " against off: the row's locations/s over off's (below 1: fewer). Triggers: of the measured pass. Heap: used after a"
+        + " full collection with the row's pass (clock, evaluation, stays, presence) alive, less without it, over the objects held.");
   }
 
   /**
@@ -162,24 +276,36 @@ public final class LocationPathBenchmark {
 
   /**
    * One pass of the operator's location path over a fresh membership: a ready index with no edits,
-   * released every 200 ms; batch 0 is the clock alone, releasing to nothing.
+   * released every 200 ms; batch 0 is the clock alone, releasing to nothing. Also the stays soak's
+   * (StaysSoakBenchmark), location by location ({@link #offer}).
    */
-  private static final class Pass implements Membership {
+  static final class Pass implements Membership {
     private static final int LAST_KEY_GROUP = MAX_PARALLELISM - 1;
+    private static final int CAUSES = TriggerCause.values().length;
     final Schedule schedule = new Schedule();
     final EventClock clock = new EventClock(schedule, LocationTimePolicy.defaults());
     final Evaluation evaluation;
+    final Stays stays;
     final LocationPath path;
     long triggers;
+    /** Triggers by kind and cause, since the last {@link #run}. */
+    private final long[] counts = new long[TriggerKind.values().length * CAUSES];
     /** Distinct locations (by object and time) with at least one trigger, of the measured pass. */
-    final java.util.Set<Long> crossing = new java.util.HashSet<>();
+    java.util.Set<Long> crossing = new java.util.HashSet<>();
     long nextRelease = Long.MIN_VALUE;
+    long newest = Long.MIN_VALUE;
     /** (object, fence) pairs inside now. */
     long inside;
 
     Pass(Fences fences, int batch) {
+      this(fences, batch, StayRules.OFF, LATENESS_MS);
+    }
+
+    /** With these stays, whose decisions by the clock wait {@code staysLateness} (the allowed lateness in the job). */
+    Pass(Fences fences, int batch, StayRules rules, long staysLateness) {
       if (batch == 0) {
         evaluation = null;
+        stays = null;
         path = null;
         return;
       }
@@ -194,37 +320,61 @@ public final class LocationPathBenchmark {
       Admission admission = new Admission(LocationTimePolicy.defaults(), letter -> {
         throw new IllegalStateException("a fleet location refused: " + letter.reason);
       });
-      evaluation = new Evaluation(set, ledger.history(), this, t -> {
-        triggers++;
-        crossing.add(t.eventTime * 1_000_003L + t.objectId.hashCode());
-      }, admission, schedule::hasExit, MAX_PARALLELISM, 0, LAST_KEY_GROUP, batch,
-          new Stays(StayRules.OFF, LocationTimePolicy.DEFAULT_ALLOWED_LATENESS.toMillis()));
+      stays = new Stays(rules, staysLateness);
+      evaluation = new Evaluation(set, ledger.history(), this, this::emitted, admission, schedule::hasExit, MAX_PARALLELISM, 0,
+          LAST_KEY_GROUP, batch, stays);
       path = new LocationPath(clock, readiness, admission, evaluation, ledger, new HoldReport(null, Integer.MAX_VALUE), () -> {},
           0, LAST_KEY_GROUP);
     }
 
+    private void emitted(GeofenceTrigger t) {
+      triggers++;
+      counts[t.kind.ordinal() * CAUSES + t.cause.ordinal()]++;
+      crossing.add(t.eventTime * 1_000_003L + t.objectId.hashCode());
+    }
+
     void run(Location[] locations) {
       triggers = 0;
+      Arrays.fill(counts, 0);
       crossing.clear();
       try {
-        long newest = Long.MIN_VALUE;
         for (Location l : locations) {
-          newest = Math.max(newest, l.timestamp);
-          if (path == null) {
-            clock.hold(l, 0, LAST_KEY_GROUP);
-          } else {
-            path.location(l);
-          }
-          if (l.timestamp >= nextRelease) {
-            advanceTo(l.timestamp - OUT_OF_ORDERNESS_MS);
-            nextRelease = l.timestamp + RELEASE_EVERY_MS;
-          }
+          offer(l);
         }
         // Up to the pass's newest location, not beyond: the next pass goes on in time from there.
         advanceTo(newest);
       } catch (Exception e) {
         throw new IllegalStateException(e);
       }
+    }
+
+    /** One location of the stream, and the clock's step 1 s behind the newest every 200 ms of event time. */
+    void offer(Location l) throws Exception {
+      newest = Math.max(newest, l.timestamp);
+      if (path == null) {
+        clock.hold(l, 0, LAST_KEY_GROUP);
+      } else {
+        path.location(l);
+      }
+      if (l.timestamp >= nextRelease) {
+        advanceTo(l.timestamp - OUT_OF_ORDERNESS_MS);
+        nextRelease = l.timestamp + RELEASE_EVERY_MS;
+      }
+    }
+
+    /** What a checkpoint does to the location path's memory: forgets the objects seen no more within the lateness. */
+    void checkpoint() {
+      BenchAccess.checkpoint(evaluation, clock);
+    }
+
+    /** Triggers of this kind and cause since the last {@link #run}. */
+    long count(TriggerKind kind, TriggerCause cause) {
+      return counts[kind.ordinal() * CAUSES + cause.ordinal()];
+    }
+
+    /** Lets go of the distinct crossing locations, so that they count in no heap figure. */
+    void dropCrossing() {
+      crossing = new java.util.HashSet<>();
     }
 
     private void advanceTo(long time) throws Exception {
@@ -342,15 +492,18 @@ public final class LocationPathBenchmark {
   }
 
   /** The fences, and their buckets' fingerprints as read and as the source gives them: they match. */
-  private record Fences(FenceSet set, BucketFingerprints fingerprints) {}
+  record Fences(FenceSet set, BucketFingerprints fingerprints) {}
 
-  /** Fences as bench/job loads into PostGIS: 96-vertex circles of radius 0.002 to 0.02 degrees. */
-  private static Fences fences(int n) {
+  /**
+   * Fences as bench/job loads into PostGIS: 96-vertex circles of radius 0.002 to 0.02 degrees, in
+   * a box {@code side} degrees wide (30 here: 1.2 M of them cover about half the box).
+   */
+  static Fences fences(int n, double side) {
     SplittableRandom random = new SplittableRandom(18);
     FenceSet set = new FenceSet(new FenceIndex());
     for (int f = 0; f < n; f++) {
-      double cx = random.nextDouble() * SIDE;
-      double cy = random.nextDouble() * SIDE;
+      double cx = random.nextDouble() * side;
+      double cy = random.nextDouble() * side;
       double r = 0.002 + random.nextDouble() * 0.018;
       double[] xy = new double[2 * 97];
       for (int v = 0; v < 96; v++) {
@@ -377,6 +530,37 @@ public final class LocationPathBenchmark {
       fingerprints.expect(b, count[b], checksum[b], 1);
     }
     return new Fences(set, fingerprints);
+  }
+
+  /** The stays' rules in words. */
+  static String describe(StayRules rules) {
+    if (!rules.dwells() && !rules.silences()) {
+      return "off";
+    }
+    return "dwell delay " + (rules.dwells() ? human(rules.dwellDelay().toMillis()) : "off") + ", presence timeout "
+        + (rules.silences() ? human(rules.presenceTimeout().toMillis()) : "off");
+  }
+
+  /** Milliseconds in words: whole minutes as such, else seconds. */
+  static String human(long millis) {
+    if (millis % 60_000 == 0 && millis != 0) {
+      return millis / 60_000 + " min";
+    }
+    return millis % 1000 == 0 ? millis / 1000 + " s" : String.format(Locale.ROOT, "%.2f s", millis / 1e3);
+  }
+
+  private static double median(double[] values) {
+    double[] sorted = values.clone();
+    Arrays.sort(sorted);
+    return sorted[sorted.length / 2];
+  }
+
+  private static String describeNanos(double[] micros) {
+    List<String> parts = new ArrayList<>();
+    for (double r : micros) {
+      parts.add(String.format(Locale.ROOT, "%.0f", r * 1e3));
+    }
+    return String.join(", ", parts);
   }
 
   private static String describe(double[] rounds) {
