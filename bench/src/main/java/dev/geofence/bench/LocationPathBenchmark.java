@@ -7,9 +7,7 @@ import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.job.hold.HoldReport;
 import dev.geofence.job.index.Admission;
-import dev.geofence.job.index.BenchAccess;
 import dev.geofence.job.index.Evaluation;
-import dev.geofence.job.index.Stays;
 import dev.geofence.job.index.EventClock;
 import dev.geofence.job.index.LocationPath;
 import dev.geofence.job.operator.Membership;
@@ -216,7 +214,7 @@ public final class LocationPathBenchmark {
     }
     System.out.println();
     System.out.println("| stays | CPU ns per location, median (rounds) | locations/s of one core | against off | ENTER | EXIT by location"
-        + " | DWELL | EXIT by silence | objects held | pending (DWELLs + watched) | (object, fence) inside | bytes of heap per object |");
+        + " | DWELL | EXIT by silence | objects held | pending DWELLs | (object, fence) inside | bytes of heap per object |");
     System.out.println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     double off = median(micros[0]);
     for (int v = 0; v < variants.size(); v++) {
@@ -232,7 +230,7 @@ public final class LocationPathBenchmark {
       String counts = String.format(Locale.ROOT, "%,d | %,d | %,d | %,d | %,d | %,d | %,d",
           pass.count(TriggerKind.ENTER, TriggerCause.LOCATION), pass.count(TriggerKind.EXIT, TriggerCause.LOCATION),
           pass.count(TriggerKind.DWELL, TriggerCause.LOITERING), pass.count(TriggerKind.EXIT, TriggerCause.SILENCE), objects,
-          BenchAccess.pending(pass.stays), pass.inside);
+          pass.evaluation.pendingDwells(), pass.inside);
       pass = null;
       long without = usedAfterCollection();
       System.out.printf(Locale.ROOT, "| %s | %.0f (%s) | %,.0f | %s | %s | %,d |%n", variant.name(), 1e3 * median(micros[v]),
@@ -285,7 +283,6 @@ public final class LocationPathBenchmark {
     final Schedule schedule = new Schedule();
     final EventClock clock = new EventClock(schedule, LocationTimePolicy.defaults());
     final Evaluation evaluation;
-    final Stays stays;
     final LocationPath path;
     long triggers;
     /** Triggers by kind and cause, since the last {@link #run}. */
@@ -305,7 +302,6 @@ public final class LocationPathBenchmark {
     Pass(Fences fences, int batch, StayRules rules, long staysLateness) {
       if (batch == 0) {
         evaluation = null;
-        stays = null;
         path = null;
         return;
       }
@@ -320,9 +316,8 @@ public final class LocationPathBenchmark {
       Admission admission = new Admission(LocationTimePolicy.defaults(), letter -> {
         throw new IllegalStateException("a fleet location refused: " + letter.reason);
       });
-      stays = new Stays(rules, staysLateness);
       evaluation = new Evaluation(set, ledger.history(), this, this::emitted, admission, schedule::hasExit, MAX_PARALLELISM, 0,
-          LAST_KEY_GROUP, batch, stays);
+          LAST_KEY_GROUP, batch, rules, staysLateness);
       path = new LocationPath(clock, readiness, admission, evaluation, ledger, new HoldReport(null, Integer.MAX_VALUE), () -> {},
           0, LAST_KEY_GROUP);
     }
@@ -364,7 +359,7 @@ public final class LocationPathBenchmark {
 
     /** What a checkpoint does to the location path's memory: forgets the objects seen no more within the lateness. */
     void checkpoint() {
-      BenchAccess.checkpoint(evaluation, clock);
+      evaluation.forgetOlderThan(clock.historyHorizon());
     }
 
     /** Triggers of this kind and cause since the last {@link #run}. */

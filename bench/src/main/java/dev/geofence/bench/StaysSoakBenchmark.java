@@ -6,7 +6,6 @@ import dev.geofence.connectors.location.Fleet;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.model.TriggerCause;
 import dev.geofence.connectors.model.TriggerKind;
-import dev.geofence.job.index.BenchAccess;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.time.StayRules;
 import java.time.Duration;
@@ -26,7 +25,7 @@ import org.apache.flink.util.TimeUtils;
  * no more within the allowed lateness forgotten). Once with the dwell delay and presence timeout,
  * once with stays off, over the same locations, one after the other in this JVM; every {@code
  * --rows-every} of event time a row of each, printed side by side at the end: objects held,
- * (object, fence) pairs inside, the stays' pending DWELLs and watched objects, the heap after a
+ * (object, fence) pairs inside, the stays' pending DWELLs, the heap after a
  * full collection (beyond what the fences took before the run), triggers, CPU per location.
  *
  * <p>With silence on, a vehicle that stopped inside fences EXITs them after the timeout and is
@@ -137,7 +136,7 @@ public final class StaysSoakBenchmark {
         pass.dropCrossing();
         long heap = Measure.usedHeap() - before;
         Row row = new Row(end - START, churn.nextId, churn.nextId - vehicles, pass.evaluation.objects(), pass.inside,
-            BenchAccess.pending(pass.stays), BenchAccess.queued(pass.stays), heap,
+            pass.evaluation.pendingDwells(), pass.evaluation.queuedDecisions(), heap,
             pass.count(TriggerKind.DWELL, TriggerCause.LOITERING), pass.count(TriggerKind.EXIT, TriggerCause.SILENCE), located, cpu);
         rows.add(row);
         nextRow += rowsEvery;
@@ -150,7 +149,7 @@ public final class StaysSoakBenchmark {
 
   private static void print(List<Row> on, List<Row> off, StayRules rules, long maxSpan, long checkpointEvery) {
     System.out.println("| event time | vehicles so far / silent for good | objects held: on / off | (object, fence) inside: on / off"
-        + " | pending DWELLs + watched: on (queued) | heap MB beyond the fences: on / off | bytes per object held: on / off"
+        + " | pending DWELLs: on (queued for the clock) | heap MB beyond the fences: on / off | bytes per object held: on / off"
         + " | DWELL / EXIT by silence so far: on | CPU ns per location since the row before: on / off |");
     System.out.println("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (int i = 0; i < on.size(); i++) {
@@ -183,7 +182,7 @@ public final class StaysSoakBenchmark {
         clock(a0.at()), clock(a.at()), a0.objects(), a.objects(), growth(a0.objects(), a.objects()), b0.objects(), b.objects(),
         growth(b0.objects(), b.objects()), a0.heap() / 1e6, a.heap() / 1e6, b0.heap() / 1e6, b.heap() / 1e6);
     System.out.println("Heap: used after full collections, less the same before the variant's location path was made (the fences"
-        + " and the run's fleet then); queued: the entries of the stays' two queues, those of stays ended before their DWELL included.");
+        + " and the run's fleet then); queued: the entries of the clock's two queues (DWELLs, silence watches), those of stays ended before their DWELL included.");
   }
 
   private static double nanos(Row row, Row before) {

@@ -8,6 +8,7 @@ import dev.geofence.connectors.model.TriggerKind;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.edit.FenceSet;
 import dev.geofence.state.time.FenceHistory;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -69,6 +70,8 @@ public final class Evaluation {
   private final Predicate<String> exitPending;
   private final LocationBatch batch;
   private final Stays stays;
+  /** Stays whose DWELL is pending, in all objects' {@link ObjectState#dwellDue}. */
+  private int pendingDwells;
   /** Stays restored with their ENTER times, until the clock and the objects' newest times are restored too. */
   private List<RestoredStay> restoredStays = new ArrayList<>();
 
@@ -77,12 +80,13 @@ public final class Evaluation {
   /**
    * @param exitPending whether a fence's delete has yet to EXIT its members ({@link EventClock#queueExit})
    * @param batchSize locations per query of the index ({@link #add}); 1 queries each alone
-   * @param stays when stays DWELL and objects fall silent
+   * @param stayRules when stays DWELL and objects fall silent
+   * @param lateness the allowed lateness of locations, milliseconds
    */
   public Evaluation(FenceSet fences, FenceHistory history, Membership membership, Consumer<GeofenceTrigger> emit,
       OutOfOrder outOfOrder, Predicate<String> exitPending, int maxParallelism, int ownStart, int ownEnd, int batchSize,
-      Stays stays) {
-    this.stays = stays;
+      StayRules stayRules, long lateness) {
+    this.stays = new Stays(stayRules, lateness);
     this.exitPending = exitPending;
     this.batch = new LocationBatch(batchSize);
     this.fences = fences;
@@ -95,7 +99,12 @@ public final class Evaluation {
     this.ownEnd = ownEnd;
   }
 
-  /** What is known of an object: the fences it is inside, and the time of its newest location. */
+  /**
+   * What is known of an object: the fences it is inside, the time of its newest location, and what
+   * DWELL and silence need of it, here rather than in maps of their own, which would cost each
+   * location another lookup (docs/performance/journal.md, "2026-12-06: DWELL and silence on the
+   * location path").
+   */
   private static final class ObjectState {
     /** The fences the object is inside, or null for none. */
     Set<String> inside;
@@ -103,9 +112,13 @@ public final class Evaluation {
     long newest = Long.MIN_VALUE;
     /** The newest before the location being evaluated: when a silence since it would have begun. */
     long previous = Long.MIN_VALUE;
+    /** The DWELL time of each of its stays whose DWELL is pending, or null for none. */
+    Map<String, Long> dwellDue;
+    /** Whether {@link Stays} has a look at its silence queued; kept until that look drops it. */
+    boolean watched;
 
     boolean forgotten() {
-      return inside == null && newest == Long.MIN_VALUE;
+      return inside == null && newest == Long.MIN_VALUE && !watched;
     }
   }
 
@@ -128,7 +141,12 @@ public final class Evaluation {
    */
   void restored(long clock) {
     for (RestoredStay stay : restoredStays) {
-      stays.restored(stay.objectId(), stay.fenceId(), stay.since(), objects.get(stay.objectId()).newest, clock);
+      // Pending unless a location at or after its time, or the clock past it by the lateness, decided it.
+      ObjectState object = objects.get(stay.objectId());
+      long due = stays.dwellAt(stay.since());
+      if (object.newest < due && !stays.dwellDecidedBy(due, clock)) {
+        queueDwell(stay.objectId(), object, stay.fenceId(), due);
+      }
     }
     restoredStays = new ArrayList<>();
     if (stays.silences()) {
@@ -138,10 +156,55 @@ public final class Evaluation {
             object.newest = clock;
           }
           if (object.newest != Long.MIN_VALUE) {
-            stays.watch(objectId, object.newest);
+            watch(objectId, object);
           }
         }
       });
+    }
+  }
+
+  private void queueDwell(String objectId, ObjectState object, String fenceId, long due) {
+    if (object.dwellDue == null) {
+      object.dwellDue = new HashMap<>(4);
+    }
+    object.dwellDue.put(fenceId, due);
+    pendingDwells++;
+    stays.queueDwell(objectId, fenceId, due, pendingDwells, this::stillPending);
+  }
+
+  private boolean stillPending(Stays.PendingDwell dwell) {
+    ObjectState object = objects.get(dwell.objectId());
+    return object != null && object.dwellDue != null && Long.valueOf(dwell.due()).equals(object.dwellDue.get(dwell.fenceId()));
+  }
+
+  /** The stay's DWELL time if it is pending and due by {@code time}, which takes it; else {@link Long#MIN_VALUE}. */
+  private long takeDwellDueBy(ObjectState object, String fenceId, long time) {
+    if (object.dwellDue == null) {
+      return Long.MIN_VALUE;
+    }
+    Long due = object.dwellDue.get(fenceId);
+    if (due == null || due > time) {
+      return Long.MIN_VALUE;
+    }
+    cancelDwell(object, fenceId);
+    return due;
+  }
+
+  /** The stay's DWELL, if pending, is pending no more. */
+  private void cancelDwell(ObjectState object, String fenceId) {
+    if (object.dwellDue != null && object.dwellDue.remove(fenceId) != null) {
+      pendingDwells--;
+      if (object.dwellDue.isEmpty()) {
+        object.dwellDue = null;
+      }
+    }
+  }
+
+  /** The object is inside fences: its silence is looked at in time, once queued until the look drops it. */
+  private void watch(String objectId, ObjectState object) {
+    if (stays.silences() && !object.watched) {
+      object.watched = true;
+      stays.watch(objectId, object.newest);
     }
   }
 
@@ -244,7 +307,9 @@ public final class Evaluation {
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
-        stays.entered(location.objectId, fenceId, location.timestamp);
+        if (stays.dwells()) {
+          queueDwell(location.objectId, object, fenceId, stays.dwellAt(location.timestamp));
+        }
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, TriggerCause.LOCATION, location.timestamp,
             location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
       }
@@ -252,9 +317,9 @@ public final class Evaluation {
     for (String fenceId : before) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId)) {
         // Open until now, whether it goes on or ends here: a stay as long as the delay DWELLs.
-        dwellIfDue(location.objectId, fenceId, location.timestamp, now);
+        dwellIfDue(location.objectId, object, fenceId, location.timestamp, now);
         if (!covering.contains(fenceId)) {
-          stays.ended(location.objectId, fenceId);
+          cancelDwell(object, fenceId);
           membership.left(fenceId, location.objectId);
           TriggerCause cause = reshapedUnder(fenceId, object.previous, location, then) ? TriggerCause.FENCE_RESHAPED : TriggerCause.LOCATION;
           emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.EXIT, cause, location.timestamp,
@@ -265,7 +330,7 @@ public final class Evaluation {
     }
     object.inside = inside.isEmpty() ? null : inside;
     if (object.inside != null) {
-      stays.watch(location.objectId, location.timestamp);
+      watch(location.objectId, object);
     }
   }
 
@@ -282,8 +347,8 @@ public final class Evaluation {
   }
 
   /** DWELLs the stay if its DWELL is pending and due by {@code time}. */
-  private void dwellIfDue(String objectId, String fenceId, long time, long now) {
-    long due = stays.takeDwellDueBy(objectId, fenceId, time);
+  private void dwellIfDue(String objectId, ObjectState object, String fenceId, long time, long now) {
+    long due = takeDwellDueBy(object, fenceId, time);
     if (due != Long.MIN_VALUE) {
       emitAt(objectId, fenceId, TriggerKind.DWELL, TriggerCause.LOITERING, due, now);
     }
@@ -298,8 +363,8 @@ public final class Evaluation {
     for (Iterator<String> fences = object.inside.iterator(); fences.hasNext(); ) {
       String fenceId = fences.next();
       if (whole || inKeyGroups(fenceId, start, end)) {
-        dwellIfDue(objectId, fenceId, at, now);
-        stays.ended(objectId, fenceId);
+        dwellIfDue(objectId, object, fenceId, at, now);
+        cancelDwell(object, fenceId);
         membership.left(fenceId, objectId);
         emitAt(objectId, fenceId, TriggerKind.EXIT, TriggerCause.SILENCE, at, now);
         fences.remove();
@@ -321,14 +386,21 @@ public final class Evaluation {
     long now = System.currentTimeMillis();
     stays.passed(clock, new Stays.Decide() {
       @Override
-      public void dwell(Stays.Stay stay, long due) {
-        emitAt(stay.objectId(), stay.fenceId(), TriggerKind.DWELL, TriggerCause.LOITERING, due, now);
+      public void dwell(Stays.PendingDwell dwell) {
+        if (stillPending(dwell)) {
+          cancelDwell(objects.get(dwell.objectId()), dwell.fenceId());
+          emitAt(dwell.objectId(), dwell.fenceId(), TriggerKind.DWELL, TriggerCause.LOITERING, dwell.due(), now);
+        }
       }
 
       @Override
       public long silence(String objectId, long clock) throws Exception {
         ObjectState object = objects.get(objectId);
-        if (object == null || object.inside == null) {
+        if (object == null) {
+          return Long.MIN_VALUE;
+        }
+        if (object.inside == null) {
+          object.watched = false;
           return Long.MIN_VALUE;
         }
         if (object.newest == Long.MIN_VALUE) {
@@ -339,6 +411,7 @@ public final class Evaluation {
           return object.newest;
         }
         Evaluation.this.silence(objectId, object, stays.silentAt(object.newest), ownStart, ownEnd, now);
+        object.watched = false;
         return Long.MIN_VALUE;
       }
     });
@@ -415,8 +488,16 @@ public final class Evaluation {
   }
 
   /** How many stays' DWELLs are still to be decided. */
-  int pendingDwells() {
-    return stays.pendingDwells();
+  public int pendingDwells() {
+    return pendingDwells;
+  }
+
+  /**
+   * Entries queued for the clock's DWELLs and silences, those it will drop when they surface
+   * included (bounded: a DWELL's by twice the pending ones, a silence's one per object).
+   */
+  public int queuedDecisions() {
+    return stays.queued();
   }
 
   /** How many objects this holds: with a newest location time, or inside a fence. */
@@ -429,7 +510,7 @@ public final class Evaluation {
    * horizon}, and the objects inside no fence with it: a location older than that is never
    * evaluated (it is late), so their order needs no check.
    */
-  void forgetOlderThan(long horizon) {
+  public void forgetOlderThan(long horizon) {
     objects.values().removeIf(object -> {
       // An object inside fences keeps its newest time while silence is on: its silence is timed from it.
       if (object.newest < horizon && !(stays.silences() && object.inside != null)) {
@@ -456,8 +537,10 @@ public final class Evaluation {
         }
         continue;
       }
-      dwellIfDue(objectId, fenceId, commitTime, now);
-      stays.ended(objectId, fenceId);
+      if (object != null) {
+        dwellIfDue(objectId, object, fenceId, commitTime, now);
+        cancelDwell(object, fenceId);
+      }
       emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
       if (object != null && object.inside != null) {
         object.inside.remove(fenceId);

@@ -228,7 +228,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     decoder = new EditDecoder(new FenceDecoder(geometryOptions, geometryFormat), fences, this::deadLetter);
     Admission admission = new Admission(timePolicy, this::deadLetter);
     Evaluation evaluation = new Evaluation(fences, ledger.history(), keyed, this::emit, admission, schedule::hasExit, maxParallelism,
-        own.getStartKeyGroup(), own.getEndKeyGroup(), evaluationBatch, new Stays(stayRules, timePolicy.allowedLateness().toMillis()));
+        own.getStartKeyGroup(), own.getEndKeyGroup(), evaluationBatch, stayRules, timePolicy.allowedLateness().toMillis());
     recorder = new HydrationRecorder(HydrationRecorder.start(installedAt, getRuntimeContext(), own, context, savepointPath),
         readiness, fences, episode -> output.collect(HYDRATION_EPISODES, new StreamRecord<>(episode)));
     if (hold == null) {

@@ -121,7 +121,7 @@ class EvaluationTest {
   private static Evaluation evaluation(FenceSet fences, Recorded members, Consumer<GeofenceTrigger> emit, int batchSize) {
     return new Evaluation(fences, new FenceHistory(), members, emit, (location, newest) -> {
       throw new AssertionError("refused as out of order: " + location);
-    }, fence -> false, MAX_PARALLELISM, 0, MAX_PARALLELISM - 1, batchSize, new Stays(StayRules.OFF, 0));
+    }, fence -> false, MAX_PARALLELISM, 0, MAX_PARALLELISM - 1, batchSize, StayRules.OFF, 0);
   }
 
   private static double clamp(double v) {
