@@ -1,7 +1,6 @@
 package dev.geofence.job.hold;
 
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import org.apache.flink.api.connector.source.ReaderOutput;
@@ -91,8 +90,7 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> extends Wrappin
   }
 
   /** The wrapped reader, which keeps its splits and does not start until the gate opens. */
-  static final class HeldReader<T, S extends SourceSplit> implements SourceReader<T, S> {
-    private final SourceReader<T, S> reader;
+  static final class HeldReader<T, S extends SourceSplit> extends ForwardingReader<T, S> {
     /** Splits given while held, in order; null once open. Touched by the task thread only. */
     private List<S> held = new ArrayList<>();
     private boolean startAsked;
@@ -100,7 +98,7 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> extends Wrappin
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
 
     HeldReader(SourceReader<T, S> reader) {
-      this.reader = reader;
+      super(reader);
     }
 
     @Override
@@ -181,14 +179,5 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> extends Wrappin
       }
     }
 
-    @Override
-    public void pauseOrResumeSplits(Collection<String> pause, Collection<String> resume) {
-      reader.pauseOrResumeSplits(pause, resume);
-    }
-
-    @Override
-    public void close() throws Exception {
-      reader.close();
-    }
   }
 }

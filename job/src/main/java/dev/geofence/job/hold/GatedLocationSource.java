@@ -1,6 +1,5 @@
 package dev.geofence.job.hold;
 
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 import org.apache.flink.api.connector.source.ReaderOutput;
@@ -89,18 +88,12 @@ public final class GatedLocationSource<T, S extends SourceSplit, E> extends Wrap
   }
 
   /** The wrapped reader, which polls nothing while paused. */
-  static final class GatedReader<T, S extends SourceSplit> implements SourceReader<T, S> {
-    private final SourceReader<T, S> reader;
+  static final class GatedReader<T, S extends SourceSplit> extends ForwardingReader<T, S> {
     /** Completed on resume; null while not paused. Touched by the task thread only. */
     private CompletableFuture<Void> resumed;
 
     GatedReader(SourceReader<T, S> reader) {
-      this.reader = reader;
-    }
-
-    @Override
-    public void start() {
-      reader.start();
+      super(reader);
     }
 
     @Override
@@ -126,41 +119,6 @@ public final class GatedLocationSource<T, S extends SourceSplit, E> extends Wrap
       } else {
         reader.handleSourceEvents(event);
       }
-    }
-
-    @Override
-    public List<S> snapshotState(long checkpointId) {
-      return reader.snapshotState(checkpointId);
-    }
-
-    @Override
-    public void addSplits(List<S> splits) {
-      reader.addSplits(splits);
-    }
-
-    @Override
-    public void notifyNoMoreSplits() {
-      reader.notifyNoMoreSplits();
-    }
-
-    @Override
-    public void notifyCheckpointComplete(long checkpointId) throws Exception {
-      reader.notifyCheckpointComplete(checkpointId);
-    }
-
-    @Override
-    public void notifyCheckpointAborted(long checkpointId) throws Exception {
-      reader.notifyCheckpointAborted(checkpointId);
-    }
-
-    @Override
-    public void pauseOrResumeSplits(java.util.Collection<String> pause, java.util.Collection<String> resume) {
-      reader.pauseOrResumeSplits(pause, resume);
-    }
-
-    @Override
-    public void close() throws Exception {
-      reader.close();
     }
   }
 }

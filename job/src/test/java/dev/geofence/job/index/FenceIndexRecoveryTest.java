@@ -24,6 +24,7 @@ import dev.geofence.state.readiness.LoadPhase;
 import dev.geofence.state.time.LocationTimePolicy;
 import dev.geofence.state.readiness.Rereads;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -64,10 +65,7 @@ class FenceIndexRecoveryTest {
 
   @Test
   void unreachableDatabaseAtRestoreHoldsLocationsUntilItIsBack() throws Exception {
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
+    int port = freePort();
     OperatorSubtaskState snapshot;
     try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
       harness.open();
@@ -79,8 +77,7 @@ class FenceIndexRecoveryTest {
       harness.processBothWatermarks(new Watermark(150));
       snapshot = harness.snapshot(1, 150);
     }
-    FenceIndexOperator operator = new FenceIndexOperator(
-        GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_unreachable"), null);
+    FenceIndexOperator operator = operator(port, "slot_unreachable");
     try (var harness = harness(operator)) {
       harness.initializeState(snapshot);
       harness.open();
@@ -300,10 +297,7 @@ class FenceIndexRecoveryTest {
    */
   @Test
   void aCoveredRestoreCatchesUpByReadingWhatChanged(@TempDir Path dir) throws Exception {
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
+    int port = freePort();
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
     try {
@@ -354,8 +348,7 @@ class FenceIndexRecoveryTest {
         }
       }
 
-      FenceIndexOperator operator = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_read"), null).catchingUp(CatchUp.READ, true);
+      FenceIndexOperator operator = operator(port, "slot_read").catchingUp(CatchUp.READ, true);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -408,10 +401,7 @@ class FenceIndexRecoveryTest {
    */
   @Test
   void aReadOfWhatChangedCutByARestartOfTheSourceIsTriedAgain(@TempDir Path dir) throws Exception {
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
+    int port = freePort();
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
     try {
@@ -425,8 +415,7 @@ class FenceIndexRecoveryTest {
         // Every fence changed while the job was down: the read has more rows than the task takes ahead.
         s.execute("UPDATE fences SET geom = geom");
       }
-      FenceIndexOperator operator = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_cut"), null).catchingUp(CatchUp.READ, true);
+      FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(CatchUp.READ, true);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -458,10 +447,7 @@ class FenceIndexRecoveryTest {
    */
   @Test
   void aRereadTheSourceDidNotAnswerIsReadAgainOnceItIsBack(@TempDir Path dir) throws Exception {
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
+    int port = freePort();
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
     try {
@@ -476,8 +462,7 @@ class FenceIndexRecoveryTest {
         }
         s.execute("SELECT pg_create_logical_replication_slot('slot_reread', 'pgoutput')");
       }
-      FenceIndexOperator operator = new FenceIndexOperator(
-          GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, "slot_reread"), null);
+      FenceIndexOperator operator = operator(port, "slot_reread");
       try (var harness = harness(operator)) {
         harness.open();
         advanceUntil(harness, () -> !operator.view().recovering(), "the fresh start's read");
@@ -761,9 +746,21 @@ class FenceIndexRecoveryTest {
 
 
   /** A server on {@code port} over the data directory {@code data}, kept when it stops, so it can be started again. */
+  /** A port nothing listens on now, for a server that is stopped and started again on it. */
+  private static int freePort() throws IOException {
+    try (ServerSocket socket = new ServerSocket(0)) {
+      return socket.getLocalPort();
+    }
+  }
+
   private static EmbeddedPostgres postgres(int port, Path data) throws Exception {
     return EmbeddedPostgres.builder().setPort(port).setDataDirectory(data).setCleanDataDirectory(false)
         .setServerConfig("wal_level", "logical").start();
+  }
+
+  /** The operator, its source of truth the test's server, streaming from {@code slot}. */
+  private static FenceIndexOperator operator(int port, String slot) {
+    return new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, slot), null);
   }
 
   private static FenceSourceOptions options(int port, String slot) {
