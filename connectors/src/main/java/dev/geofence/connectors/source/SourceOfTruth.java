@@ -26,11 +26,12 @@ import org.slf4j.LoggerFactory;
  * The fence index's one way to its source of truth (design: "Start, restore and readiness"): the
  * gap check of a restore, a read of a subtask's buckets (a fresh start's, a rebuild's, a re-read's
  * of some, a catch-up's of what changed), and the drop of a slot whose WAL is lost. Each step runs
- * on a thread of its own, with connect and socket timeouts, so that the task goes on taking checkpoints and applying the stream
- * while the database answers (or does not), and decodes the geometries it reads there too. What a
- * step finds is handed to the task's thread through {@link TaskThread} (Flink's mailbox) as it
- * comes: a read's rows in batches, at most {@link #BATCHES_AHEAD} ahead of the task, so that a slow
- * task slows the read rather than filling the heap.
+ * on a thread of its own, with connect and socket timeouts, so that the task goes on taking
+ * checkpoints and applying the stream while the database answers (or does not), and decodes the
+ * geometries it reads there too. What a step finds is handed to the task's thread through {@link
+ * TaskThread} (Flink's mailbox) as it comes: a read's rows in batches, at most {@link
+ * #BATCHES_AHEAD} ahead of the task, so that a slow task slows the read rather than filling the
+ * heap.
  *
  * <p>One step at a time: the task's thread starts a step and is told its outcome; not thread-safe
  * apart from that hand-over.

@@ -174,15 +174,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
    * locationsReplayDowntime}: whether the location source resumes from its restored position, so
    * that {@link CatchUp#AUTO} never makes the locations of the downtime dead letters.
    */
-  /** Stays DWELL after the loitering delay, and end when their object falls silent, as the rules say. */
-  public FenceIndexOperator withStays(StayRules stayRules) {
-    this.stayRules = Objects.requireNonNull(stayRules);
-    return this;
-  }
-
   public FenceIndexOperator catchingUp(CatchUp catchUp, boolean locationsReplayDowntime) {
     this.catchUp = Objects.requireNonNull(catchUp);
     this.locationsReplayDowntime = locationsReplayDowntime;
+    return this;
+  }
+
+  /** Stays DWELL after the loitering delay, and end when their object falls silent, as the rules say. */
+  public FenceIndexOperator withStays(StayRules stayRules) {
+    this.stayRules = Objects.requireNonNull(stayRules);
     return this;
   }
 
