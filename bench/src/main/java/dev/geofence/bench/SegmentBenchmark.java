@@ -9,6 +9,7 @@ import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
+import dev.geofence.state.time.StayRules;
 import java.io.File;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -93,7 +94,7 @@ public final class SegmentBenchmark {
       String id = BenchFences.id(i);
       FenceGeometry geometry = FenceGeometry.fromArrays(BenchFences.ring(i, 1, side), new int[] {0, BenchFences.VERTICES + 1},
           new int[] {0, 1});
-      buckets.get(FenceBuckets.of(id)).put(id, new StoredFence(1, false, geometry, null, 0, 0));
+      buckets.get(FenceBuckets.of(id)).put(id, new StoredFence(1, false, geometry, null, StayRules.NO_FENCE_DELAY, 0, 0));
     }
     StoredFenceSerializer serializer = (StoredFenceSerializer) StoredFenceSerializer.INSTANCE.duplicate();
     DataOutputSerializer out = new DataOutputSerializer(4096);

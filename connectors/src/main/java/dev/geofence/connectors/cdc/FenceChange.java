@@ -1,5 +1,7 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.state.time.StayRules;
+
 /**
  * One record of the fence change stream, as the CDC source's deserializer reads it: a fence edit
  * with its geometry still encoded (decoding is left to the keyed operator, which runs in parallel),
@@ -27,6 +29,11 @@ public class FenceChange {
   /** WKT/EWKT or GeoJSON text, or null when the column is binary. */
   public String geometryText;
   public String tenant;
+  /**
+   * The fence's own dwell delay in milliseconds (0: it never DWELLs), or null when it has none and
+   * the job's holds: the column is null, or the table has none.
+   */
+  public Long dwellDelay;
   /** For {@link Kind#BUCKET_STATS}: the bucket; for a heartbeat's copy, the key group it is for. */
   public int bucket;
   /** For {@link Kind#BUCKET_STATS}: the bucket's live fence count and checksum. */
@@ -47,6 +54,14 @@ public class FenceChange {
     change.commitTime = commitTime;
     change.lsn = lsn;
     return change;
+  }
+
+  /**
+   * The fence's own dwell delay as the fence state keeps it: milliseconds, {@link
+   * StayRules#NO_FENCE_DELAY} for none, and 0 for a negative one (the fence never DWELLs).
+   */
+  public long ownDwellDelay() {
+    return dwellDelay == null ? StayRules.NO_FENCE_DELAY : Math.max(0, dwellDelay);
   }
 
   /** A heartbeat's copy for key group {@code keyGroup}, carried in {@link #bucket}. */

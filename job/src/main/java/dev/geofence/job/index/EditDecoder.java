@@ -61,8 +61,17 @@ final class EditDecoder {
       return FenceEdit.refusedUpsert(change.fenceId, change.seq, change.tenant, origin, change.lsn, change.commitTime);
     }
     decoded.geometry().repair().ifPresent(note -> deadLetter(change, "WARNING", "REPAIRED", note));
-    return FenceEdit.upsert(change.fenceId, change.seq, decoded.geometry().geometry(), change.tenant, origin, change.lsn,
-        change.commitTime);
+    return FenceEdit.upsert(change.fenceId, change.seq, decoded.geometry().geometry(), change.tenant, dwellDelay(change), origin,
+        change.lsn, change.commitTime);
+  }
+
+  /** The fence's own dwell delay; a negative one is taken as 0 (the fence never DWELLs), with a warning. */
+  private long dwellDelay(FenceChange change) {
+    if (change.dwellDelay != null && change.dwellDelay < 0) {
+      deadLetter(change, "WARNING", "NEGATIVE_DWELL_DELAY",
+          "dwell delay of " + change.dwellDelay + " ms taken as 0: the fence never DWELLs");
+    }
+    return change.ownDwellDelay();
   }
 
   private void deadLetter(FenceChange change, String severity, String reason, String detail) {

@@ -2,6 +2,7 @@ package dev.geofence.job.operator;
 
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.time.StayRules;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
@@ -21,9 +22,11 @@ import org.apache.flink.core.memory.DataOutputView;
  * format this release does not know is skipped whole and read as {@link StoredFence#UNREADABLE},
  * on either state backend, and the operator rebuilds from the source instead of failing to restore.
  *
- * <p>Format 1: version, length, seq, flags (1 = deleted, 2 = has geometry, 4 = has tenant), commit LSN,
- * commit time, [tenant], [polygon count, polygon offsets, ring count, ring offsets, vertex count,
- * coordinates], all big-endian.
+ * <p>Format 1: version, length, seq, flags (1 = deleted, 2 = has geometry, 4 = has tenant, 8 = has
+ * a dwell delay), commit LSN, commit time, [tenant], [polygon count, polygon offsets, ring count,
+ * ring offsets, vertex count, coordinates], [dwell delay], all big-endian. The dwell delay came
+ * last, after the format's first release: a release before it reads such a value as the same
+ * fence without its delay, and this one reads that release's values as fences without one.
  *
  * <p>A value is read and written whole, in one call on the stream: a heap backend restores from
  * (and checkpoints to) a file stream that Flink does not buffer, where a call per coordinate costs
@@ -41,6 +44,7 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
   private static final int DELETED = 1;
   private static final int HAS_GEOMETRY = 2;
   private static final int HAS_TENANT = 4;
+  private static final int HAS_DWELL_DELAY = 8;
 
   /** The version written; the current one, except in tests of what an older release meets. */
   private final byte writtenVersion;
@@ -96,7 +100,8 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
     body.writeByte(writtenVersion);
     body.writeInt(0); // the body's length, set below
     body.writeLong(fence.seq());
-    int flags = (fence.deleted() ? DELETED : 0) | (fence.geometry() != null ? HAS_GEOMETRY : 0) | (fence.tenant() != null ? HAS_TENANT : 0);
+    int flags = (fence.deleted() ? DELETED : 0) | (fence.geometry() != null ? HAS_GEOMETRY : 0) | (fence.tenant() != null ? HAS_TENANT : 0)
+        | (fence.dwellDelay() != StayRules.NO_FENCE_DELAY ? HAS_DWELL_DELAY : 0);
     body.writeByte(flags);
     body.writeLong(fence.commitLsn());
     body.writeLong(fence.commitTime());
@@ -111,6 +116,9 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
       byte[] coordinates = buffer(8 * values);
       fence.geometry().putCoordinates(ByteBuffer.wrap(coordinates, 0, 8 * values).asDoubleBuffer());
       body.write(coordinates, 0, 8 * values);
+    }
+    if (fence.dwellDelay() != StayRules.NO_FENCE_DELAY) {
+      body.writeLong(fence.dwellDelay());
     }
     int length = body.length() - 5;
     ByteBuffer.wrap(body.getSharedBuffer(), 1, 4).putInt(length);
@@ -149,7 +157,11 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
         return StoredFence.UNREADABLE;
       }
     }
-    return new StoredFence(seq, (flags & DELETED) != 0, geometry, tenant, lsn, time);
+    long dwellDelay = (flags & HAS_DWELL_DELAY) != 0 ? body.readLong() : StayRules.NO_FENCE_DELAY;
+    if (dwellDelay < StayRules.NO_FENCE_DELAY) {
+      return StoredFence.UNREADABLE;
+    }
+    return new StoredFence(seq, (flags & DELETED) != 0, geometry, tenant, dwellDelay, lsn, time);
   }
 
   @Override

@@ -7,11 +7,13 @@ import dev.geofence.job.GeneratedFences;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.time.StayRules;
 import java.io.ByteArrayInputStream;
 import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import org.apache.flink.core.memory.DataInputDeserializer;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.junit.jupiter.api.Test;
@@ -51,6 +53,7 @@ class StoredFenceSerializerTest {
       assertThat(read.seq()).isEqualTo(expected.seq());
       assertThat(read.deleted()).isEqualTo(expected.deleted());
       assertThat(read.tenant()).isEqualTo(expected.tenant());
+      assertThat(read.dwellDelay()).isEqualTo(expected.dwellDelay());
       assertThat(read.commitLsn()).isEqualTo(expected.commitLsn());
       assertThat(read.commitTime()).isEqualTo(expected.commitTime());
       if (expected.geometry() == null) {
@@ -99,7 +102,21 @@ class StoredFenceSerializerTest {
     assertThat(StoredFenceSerializer.INSTANCE.duplicate().deserialize(in).unreadable()).isTrue();
   }
 
-  /** Live fences of generated shapes, a multipolygon with a hole, tombstones, refused-only versions, tenants. */
+  @Test
+  void aValueWrittenBeforeDwellDelaysIsAFenceWithoutOne() throws Exception {
+    StoredFence withDelay = fences(300).stream().filter(f -> f.dwellDelay() > 0).findFirst().orElseThrow();
+    StoredFence without = new StoredFence(withDelay.seq(), withDelay.deleted(), withDelay.geometry(), withDelay.tenant(),
+        StayRules.NO_FENCE_DELAY, withDelay.commitLsn(), withDelay.commitTime());
+    // The earlier release's bytes are this release's without the flag and the delay: read as a fence without one.
+    StoredFence read = StoredFenceSerializer.INSTANCE.duplicate().deserialize(new DataInputDeserializer(formatOne(without)));
+    assertThat(read.dwellDelay()).isEqualTo(StayRules.NO_FENCE_DELAY);
+    assertThat(read.seq()).isEqualTo(withDelay.seq());
+    byte[] bytes = formatOne(withDelay);
+    assertThat(StoredFenceSerializer.INSTANCE.duplicate().deserialize(new DataInputDeserializer(bytes)).dwellDelay())
+        .isEqualTo(withDelay.dwellDelay());
+  }
+
+  /** Live fences of generated shapes, a multipolygon with a hole, tombstones, refused-only versions, tenants, dwell delays. */
   private List<StoredFence> fences(int n) throws Exception {
     SplittableRandom random = new SplittableRandom(7);
     List<StoredFence> fences = new ArrayList<>();
@@ -112,7 +129,8 @@ class StoredFenceSerializerTest {
       };
       boolean deleted = i % 5 == 0 && i % 2 == 0;
       String tenant = i % 3 == 0 ? null : "tenant-é-" + (i % 7);
-      fences.add(new StoredFence(1 + random.nextInt(1000), deleted, geometry, tenant, random.nextLong(), random.nextLong()));
+      long delay = geometry == null || i % 4 != 1 ? StayRules.NO_FENCE_DELAY : i % 8 == 1 ? 0 : random.nextLong(1L << 40);
+      fences.add(new StoredFence(1 + random.nextInt(1000), deleted, geometry, tenant, delay, random.nextLong(), random.nextLong()));
     }
     return fences;
   }
@@ -121,7 +139,8 @@ class StoredFenceSerializerTest {
   private static byte[] formatOne(StoredFence fence) throws Exception {
     DataOutputSerializer body = new DataOutputSerializer(64);
     body.writeLong(fence.seq());
-    body.writeByte((fence.deleted() ? 1 : 0) | (fence.geometry() != null ? 2 : 0) | (fence.tenant() != null ? 4 : 0));
+    boolean delay = fence.dwellDelay() != StayRules.NO_FENCE_DELAY;
+    body.writeByte((fence.deleted() ? 1 : 0) | (fence.geometry() != null ? 2 : 0) | (fence.tenant() != null ? 4 : 0) | (delay ? 8 : 0));
     body.writeLong(fence.commitLsn());
     body.writeLong(fence.commitTime());
     if (fence.tenant() != null) {
@@ -138,6 +157,9 @@ class StoredFenceSerializerTest {
       for (double v : fence.geometry().coordinates()) {
         body.writeDouble(v);
       }
+    }
+    if (delay) {
+      body.writeLong(fence.dwellDelay());
     }
     DataOutputSerializer value = new DataOutputSerializer(64);
     value.writeByte(1);

@@ -1,12 +1,13 @@
 package dev.geofence.state.edit;
 
 import dev.geofence.state.geom.FenceGeometry;
+import dev.geofence.state.time.StayRules;
 import java.util.Objects;
 
 /**
  * One change to one fence, as the source of truth committed it: the fence's id and its new seq
- * (contiguous per fence, kept by the source's trigger), what was done, the geometry and tenant for
- * an upsert, and where in the source's history it was committed.
+ * (contiguous per fence, kept by the source's trigger), what was done, the geometry, tenant and
+ * dwell delay for an upsert, and where in the source's history it was committed.
  *
  * <p>Immutable. {@code commitLsn} is 0 for snapshot reads, which carry no LSN of their own.
  */
@@ -17,6 +18,7 @@ public final class FenceEdit {
   private final EditKind kind;
   private final FenceGeometry geometry;
   private final String tenant;
+  private final long dwellDelay;
   private final EditOrigin origin;
   private final long commitLsn;
   private final long commitTimeMillis;
@@ -27,6 +29,7 @@ public final class FenceEdit {
       EditKind kind,
       FenceGeometry geometry,
       String tenant,
+      long dwellDelay,
       EditOrigin origin,
       long commitLsn,
       long commitTimeMillis) {
@@ -42,24 +45,37 @@ public final class FenceEdit {
     this.kind = Objects.requireNonNull(kind, "kind");
     this.geometry = geometry;
     this.tenant = tenant;
+    if (dwellDelay < 0 && dwellDelay != StayRules.NO_FENCE_DELAY) {
+      throw new IllegalArgumentException("fence " + fenceId + ": dwell delay must be >= 0 or NO_FENCE_DELAY, got " + dwellDelay);
+    }
+    this.dwellDelay = dwellDelay;
     this.origin = Objects.requireNonNull(origin, "origin");
     this.commitLsn = commitLsn;
     this.commitTimeMillis = commitTimeMillis;
   }
 
+  /** An upsert of a fence without a dwell delay of its own. */
   public static FenceEdit upsert(
       String fenceId, long seq, FenceGeometry geometry, String tenant, EditOrigin origin, long commitLsn, long commitTimeMillis) {
-    return new FenceEdit(fenceId, seq, EditKind.UPSERT, Objects.requireNonNull(geometry, "geometry"), tenant, origin, commitLsn, commitTimeMillis);
+    return upsert(fenceId, seq, geometry, tenant, StayRules.NO_FENCE_DELAY, origin, commitLsn, commitTimeMillis);
+  }
+
+  /** An upsert; {@code dwellDelay} in milliseconds, or {@link StayRules#NO_FENCE_DELAY}. */
+  public static FenceEdit upsert(String fenceId, long seq, FenceGeometry geometry, String tenant, long dwellDelay, EditOrigin origin,
+      long commitLsn, long commitTimeMillis) {
+    return new FenceEdit(fenceId, seq, EditKind.UPSERT, Objects.requireNonNull(geometry, "geometry"), tenant, dwellDelay, origin,
+        commitLsn, commitTimeMillis);
   }
 
   public static FenceEdit delete(String fenceId, long seq, EditOrigin origin, long commitLsn, long commitTimeMillis) {
-    return new FenceEdit(fenceId, seq, EditKind.DELETE, null, null, origin, commitLsn, commitTimeMillis);
+    return new FenceEdit(fenceId, seq, EditKind.DELETE, null, null, StayRules.NO_FENCE_DELAY, origin, commitLsn, commitTimeMillis);
   }
 
   /** An upsert whose geometry was refused; see {@link EditKind#REFUSED_UPSERT}. */
   public static FenceEdit refusedUpsert(
       String fenceId, long seq, String tenant, EditOrigin origin, long commitLsn, long commitTimeMillis) {
-    return new FenceEdit(fenceId, seq, EditKind.REFUSED_UPSERT, null, tenant, origin, commitLsn, commitTimeMillis);
+    return new FenceEdit(fenceId, seq, EditKind.REFUSED_UPSERT, null, tenant, StayRules.NO_FENCE_DELAY, origin, commitLsn,
+        commitTimeMillis);
   }
 
   public String fenceId() {
@@ -82,6 +98,11 @@ public final class FenceEdit {
   /** The fence's tenant, or null when tenants are not used. */
   public String tenant() {
     return tenant;
+  }
+
+  /** The fence's own dwell delay, milliseconds, or {@link StayRules#NO_FENCE_DELAY}; of an upsert. */
+  public long dwellDelay() {
+    return dwellDelay;
   }
 
   public EditOrigin origin() {
@@ -112,6 +133,7 @@ public final class FenceEdit {
         && kind == that.kind
         && Objects.equals(geometry, that.geometry)
         && Objects.equals(tenant, that.tenant)
+        && dwellDelay == that.dwellDelay
         && origin == that.origin;
   }
 

@@ -99,7 +99,7 @@ public final class FenceSet {
     FenceEdit shaping = coalesced.shaping();
     if (shaping != null && shaping.seq() > storedSeq) {
       if (shaping.kind() == EditKind.UPSERT) {
-        index.upsert(id, shaping.tenant(), shaping.geometry());
+        index.upsert(id, shaping.tenant(), shaping.dwellDelay(), shaping.geometry());
       } else {
         index.delete(id);
       }

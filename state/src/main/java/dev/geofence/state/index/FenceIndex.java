@@ -5,6 +5,7 @@ import dev.geofence.state.geom.CoverageGrid;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.OutwardFloats;
 import dev.geofence.state.segment.FenceSegment;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -108,6 +109,12 @@ public final class FenceIndex {
   private final Map<String, Integer> slotById = new HashMap<>();
   private int retiredCount;
 
+  /**
+   * The own dwell delay of each fence indexed as an object that has one; a segment's fence has its
+   * delay read from the segment. Few fences have one, so a map rather than an array of every slot.
+   */
+  private final Map<String, Long> objectDelays = new HashMap<>();
+
   private final Map<String, Integer> tenantCodes = new HashMap<>();
   /** The tenant of each code, code 1 first. */
   private final List<String> tenantNames = new ArrayList<>();
@@ -151,8 +158,13 @@ public final class FenceIndex {
     this.overlay = packed;
   }
 
-  /** Inserts the fence, or replaces its geometry and tenant. */
+  /** Inserts the fence without a dwell delay of its own, or replaces its geometry and tenant. */
   public void upsert(String id, String tenant, FenceGeometry geometry) {
+    upsert(id, tenant, StayRules.NO_FENCE_DELAY, geometry);
+  }
+
+  /** Inserts the fence, or replaces its geometry, tenant and dwell delay ({@link StayRules#NO_FENCE_DELAY}: none of its own). */
+  public void upsert(String id, String tenant, long dwellDelay, FenceGeometry geometry) {
     Objects.requireNonNull(id, "fence id");
     Objects.requireNonNull(geometry, "geometry");
     checkNotQuerying();
@@ -162,6 +174,11 @@ public final class FenceIndex {
     geometries[slot] = geometry;
     writeRecord(slot, geometry);
     slotById.put(id, slot);
+    if (dwellDelay == StayRules.NO_FENCE_DELAY) {
+      objectDelays.remove(id);
+    } else {
+      objectDelays.put(id, dwellDelay);
+    }
   }
 
   /**
@@ -185,7 +202,7 @@ public final class FenceIndex {
         continue;
       }
       if (FenceGeometry.isBig(segment.vertexCount(i))) {
-        upsert(segment.id(i), segment.tenant(i), segment.geometry(i));
+        upsert(segment.id(i), segment.tenant(i), segment.dwellDelay(i), segment.geometry(i));
         continue;
       }
       int slot = newSlot(segment.tenant(i));
@@ -252,6 +269,7 @@ public final class FenceIndex {
     checkNotQuerying();
     int slot = slotOf(id);
     slotById.remove(id);
+    objectDelays.remove(id);
     retire(slot);
     return slot >= 0;
   }
@@ -306,6 +324,16 @@ public final class FenceIndex {
   public String tenantOf(String id) {
     int slot = slotOf(id);
     return slot < 0 || slotTenants[slot] == NO_TENANT ? null : tenantNames.get(slotTenants[slot] - 1);
+  }
+
+  /** The own dwell delay of the fence indexed under {@code id}, or {@link StayRules#NO_FENCE_DELAY}: none, or no such fence. */
+  public long dwellDelayOf(String id) {
+    int slot = slotOf(id);
+    if (slot < 0) {
+      return StayRules.NO_FENCE_DELAY;
+    }
+    FenceSegment segment = slotSegments[slot];
+    return segment != null ? segment.dwellDelay(slotPositions[slot]) : objectDelays.getOrDefault(id, StayRules.NO_FENCE_DELAY);
   }
 
   /** Number of fences indexed. */

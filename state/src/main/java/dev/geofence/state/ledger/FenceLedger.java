@@ -11,6 +11,7 @@ import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.time.FenceHistory;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -165,7 +166,7 @@ public final class FenceLedger {
     for (FenceHistory.Kept kept : checkpoint.write()) {
       FenceHistory.Version version = kept.version();
       store.keepVersion(kept.fenceId(), version.until(),
-          new StoredFence(version.seq(), version.geometry() == null, version.geometry(), version.tenant(), 0, 0));
+          new StoredFence(version.seq(), version.geometry() == null, version.geometry(), version.tenant(), version.dwellDelay(), 0, 0));
     }
     for (String fenceId : checkpoint.forgetUpToHorizon()) {
       store.forgetVersionsUpTo(fenceId, horizon);
@@ -203,7 +204,7 @@ public final class FenceLedger {
 
   /** A superseded version read back. */
   public void restoreVersion(String fenceId, long until, StoredFence version) {
-    history.restored(fenceId, new FenceHistory.Version(version.seq(), version.geometry(), version.tenant(), until));
+    history.restored(fenceId, new FenceHistory.Version(version.seq(), version.geometry(), version.tenant(), version.dwellDelay(), until));
   }
 
   /** Changes the store held queued under a key; held in an earlier release's form, they are written anew at the next checkpoint. */
@@ -288,12 +289,18 @@ public final class FenceLedger {
     long until = edit.commitTimeMillis();
     if (until > clock.historyHorizon()) {
       String tenantBefore = inForce != null ? inForce.tenant() : tenantInForce(id);
+      long delayBefore = delayBefore(id, inForce);
       // In memory only until a checkpoint: a catch-up sweeps past most versions within seconds.
-      history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, until));
+      history.superseded(id, new FenceHistory.Version(seqBefore, geometryBefore, tenantBefore, delayBefore, until));
     }
     // A refused upsert leaves the geometry in force as it was.
     FenceGeometry after = edit.kind() == EditKind.DELETE ? null : edit.geometry() != null ? edit.geometry() : geometryBefore;
-    return new FenceHistory.Version(edit.seq(), after, edit.tenant(), Long.MAX_VALUE);
+    long delayAfter = edit.kind() == EditKind.UPSERT ? edit.dwellDelay() : delayBefore(id, inForce);
+    return new FenceHistory.Version(edit.seq(), after, edit.tenant(), delayAfter, Long.MAX_VALUE);
+  }
+
+  private long delayBefore(String id, FenceHistory.Version inForce) {
+    return inForce != null ? inForce.dwellDelay() : fences.index().dwellDelayOf(id);
   }
 
   /** Seq-checks one coalesced edit, then updates the fingerprints, the store and the index, and EXITs on delete. */
@@ -320,7 +327,9 @@ public final class FenceLedger {
     // The store is read only when neither the edit nor the index says the tenant: on RocksDB a read
     // per edit (of a key that a snapshot never finds) was most of a cold start's time.
     String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : tenantInForce(id);
-    store.fence(id, new StoredFence(edit.seq(), deleted, deleted ? null : fences.index().get(id), tenant, edit.commitLsn(),
+    // The index's, as for the geometry: a refused upsert leaves the delay in force, and a fence without a geometry has none.
+    long dwellDelay = deleted ? StayRules.NO_FENCE_DELAY : fences.index().dwellDelayOf(id);
+    store.fence(id, new StoredFence(edit.seq(), deleted, deleted ? null : fences.index().get(id), tenant, dwellDelay, edit.commitLsn(),
         edit.commitTimeMillis()));
     boolean aheadOfTheClock = clock.warmingUp() && edit.origin() == EditOrigin.STREAM && edit.commitTimeMillis() > clock.time();
     if (deleted && (clock.oldestHeld() < edit.commitTimeMillis() || aheadOfTheClock)) {

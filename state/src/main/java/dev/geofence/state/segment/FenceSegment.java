@@ -5,6 +5,7 @@ import dev.geofence.state.geom.CoverageGrid;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.OutwardFloats;
 import dev.geofence.state.geom.PointInFence;
+import dev.geofence.state.time.StayRules;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.DoubleBuffer;
@@ -20,7 +21,7 @@ import java.util.zip.CRC32C;
 /**
  * A bucket's stored fences as one immutable, format-versioned value whose stored form is the form
  * a reader uses: every field of every fence in a few flat arrays (ids, seqs, flags, commit
- * positions, tenants, boxes, coarse coverage grids, polygon and ring offsets, coordinates), an
+ * positions, tenants, dwell delays, boxes, coarse coverage grids, polygon and ring offsets, coordinates), an
  * open-addressing table of positions by id, and the bucket's count and checksum of live fences. A
  * fence is a position in these arrays, never an object: reading a segment allocates about twenty
  * arrays however many fences it holds, and asks nothing of the fences (no hash, no box, no grid)
@@ -34,10 +35,18 @@ import java.util.zip.CRC32C;
  * (over that box), fencePolygons[n + 1], polygonRings[P + 1], ringStarts[R + 1],
  * tenant[n] (-1 for none), idStarts[n + 1], table[S] (position + 1, 0 free), flags[n], ids[B],
  * T tenants (length, UTF-8), xy[2V]. Fences are in id order, so equal contents give equal bytes.
+ *
+ * <p>Format 2 is format 1 with delay[n] (each fence's own dwell delay, milliseconds, or {@link
+ * StayRules#NO_FENCE_DELAY}) after time[n]. A segment none of whose fences has a delay of its own
+ * is written in format 1, byte for byte as before delays, so that state without them costs nothing
+ * more and an earlier release still reads it; both formats are read.
  */
 public final class FenceSegment {
 
-  public static final byte FORMAT_VERSION = 1;
+  /** The newest format, which a segment with dwell delays is written in. */
+  public static final byte FORMAT_VERSION = 2;
+  /** The format of a segment without dwell delays, read too. */
+  static final byte FORMAT_WITHOUT_DELAYS = 1;
 
   private static final int DELETED = 1;
   private static final int HAS_GEOMETRY = 2;
@@ -46,6 +55,8 @@ public final class FenceSegment {
   private final long[] seqs;
   private final long[] lsns;
   private final long[] times;
+  /** Each fence's own dwell delay; null when none has one (format 1). */
+  private final long[] delays;
   private final double[] boxes;
   private final long[] grids;
   private final int[] fencePolygons;
@@ -65,7 +76,7 @@ public final class FenceSegment {
   private final int live;
   private final long checksum;
 
-  private FenceSegment(ByteBuffer in, CoordinateArena arena) {
+  private FenceSegment(byte format, ByteBuffer in, CoordinateArena arena) {
     int n = in.getInt();
     int polygons = in.getInt();
     int rings = in.getInt();
@@ -78,6 +89,7 @@ public final class FenceSegment {
     seqs = longs(in, n);
     lsns = longs(in, n);
     times = longs(in, n);
+    delays = format == FORMAT_WITHOUT_DELAYS ? null : longs(in, n);
     boxes = doubles(in, 4 * n);
     grids = longs(in, n * CoverageGrid.COARSE_WORDS);
     fencePolygons = ints(in, n + 1);
@@ -137,8 +149,9 @@ public final class FenceSegment {
     if (bytes.length < HEADER) {
       throw new IllegalArgumentException("fence segment of " + bytes.length + " bytes is shorter than its header");
     }
-    if (bytes[0] != FORMAT_VERSION) {
-      throw new IllegalArgumentException("fence segment of format " + bytes[0] + ", this release reads " + FORMAT_VERSION);
+    if (bytes[0] != FORMAT_VERSION && bytes[0] != FORMAT_WITHOUT_DELAYS) {
+      throw new IllegalArgumentException("fence segment of format " + bytes[0] + ", this release reads "
+          + FORMAT_WITHOUT_DELAYS + " and " + FORMAT_VERSION);
     }
     ByteBuffer in = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
     CRC32C crc = new CRC32C();
@@ -148,14 +161,14 @@ public final class FenceSegment {
     }
     in.position(8);
     try {
-      return new FenceSegment(in, arena);
+      return new FenceSegment(bytes[0], in, arena);
     } catch (RuntimeException inconsistent) {
       throw new IllegalArgumentException("fence segment is inconsistent: " + inconsistent.getMessage(), inconsistent);
     }
   }
 
   /** A fence as a segment holds it: a live one, a tombstone, or a refused one (no geometry). */
-  private record Entry(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {}
+  private record Entry(long seq, boolean deleted, FenceGeometry geometry, String tenant, long dwellDelay, long commitLsn, long commitTime) {}
 
   /** Collects a bucket's fences, then writes them as one segment. */
   public static final class Writer {
@@ -165,9 +178,11 @@ public final class FenceSegment {
      * Adds a fence, or replaces the one added under its id.
      *
      * @param geometry null for a tombstone, or for a fence whose versions were all refused
+     * @param dwellDelay the fence's own, milliseconds, or {@link StayRules#NO_FENCE_DELAY}
      */
-    public Writer add(String id, long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitLsn, long commitTime) {
-      fences.put(id, new Entry(seq, deleted, geometry, tenant, commitLsn, commitTime));
+    public Writer add(String id, long seq, boolean deleted, FenceGeometry geometry, String tenant, long dwellDelay, long commitLsn,
+        long commitTime) {
+      fences.put(id, new Entry(seq, deleted, geometry, tenant, dwellDelay, commitLsn, commitTime));
       return this;
     }
 
@@ -187,6 +202,7 @@ public final class FenceSegment {
     int vertices = 0;
     int idBytes = 0;
     int tenantBytes = 0;
+    boolean delays = false;
     for (Map.Entry<String, Entry> fence : sorted.entrySet()) {
       byte[] id = fence.getKey().getBytes(StandardCharsets.UTF_8);
       idList.add(id);
@@ -197,6 +213,7 @@ public final class FenceSegment {
         rings += g.ringCount();
         vertices += g.vertexCount();
       }
+      delays |= fence.getValue().dwellDelay() != StayRules.NO_FENCE_DELAY;
       String tenant = fence.getValue().tenant();
       if (tenant != null && !tenantCodes.containsKey(tenant)) {
         tenantCodes.put(tenant, tenantNames.size());
@@ -206,14 +223,14 @@ public final class FenceSegment {
       }
     }
     int tableSize = tableSize(n);
-    long size = HEADER + 8L * (3 * n + 4 * n + (long) n * CoverageGrid.COARSE_WORDS)
+    long size = HEADER + 8L * ((delays ? 4 : 3) * n + 4 * n + (long) n * CoverageGrid.COARSE_WORDS)
         + 4L * ((n + 1) + (polygons + 1) + (rings + 1) + n + (n + 1) + tableSize)
         + n + idBytes + tenantBytes + 16L * vertices;
     if (size > Integer.MAX_VALUE - 8) {
       throw new IllegalArgumentException("a segment of " + n + " fences would take " + size + " bytes");
     }
     ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
-    out.put(FORMAT_VERSION).put((byte) 0).put((byte) 0).put((byte) 0).putInt(0);
+    out.put(delays ? FORMAT_VERSION : FORMAT_WITHOUT_DELAYS).put((byte) 0).put((byte) 0).put((byte) 0).putInt(0);
     out.putInt(n).putInt(polygons).putInt(rings).putInt(vertices).putInt(idBytes).putInt(tenantNames.size()).putInt(tableSize);
     int live = 0;
     long checksum = 0;
@@ -228,6 +245,9 @@ public final class FenceSegment {
     stored.forEach(f -> out.putLong(f.seq()));
     stored.forEach(f -> out.putLong(f.commitLsn()));
     stored.forEach(f -> out.putLong(f.commitTime()));
+    if (delays) {
+      stored.forEach(f -> out.putLong(f.dwellDelay()));
+    }
     // Rounded once: the grid is built over the box as stored.
     double[] boxes = new double[4 * n];
     for (int i = 0; i < n; i++) {
@@ -369,6 +389,16 @@ public final class FenceSegment {
     return tenantOf[i] < 0 ? null : tenants[tenantOf[i]];
   }
 
+  /** Fence {@code i}'s own dwell delay, milliseconds, or {@link StayRules#NO_FENCE_DELAY}. */
+  public long dwellDelay(int i) {
+    return delays == null ? StayRules.NO_FENCE_DELAY : delays[i];
+  }
+
+  /** Whether a fence here has a dwell delay of its own. */
+  public boolean hasDwellDelays() {
+    return delays != null;
+  }
+
   public long commitLsn(int i) {
     return lsns[i];
   }
@@ -442,6 +472,9 @@ public final class FenceSegment {
       throw new IllegalArgumentException("id table of " + table.length + " slots for " + n + " fences");
     }
     for (int i = 0; i < n; i++) {
+      if (delays != null && delays[i] < StayRules.NO_FENCE_DELAY) {
+        throw new IllegalArgumentException("fence " + i + " has a dwell delay of " + delays[i] + " ms");
+      }
       if (tenantOf[i] < -1 || tenantOf[i] >= tenantCount) {
         throw new IllegalArgumentException("fence " + i + " names tenant " + tenantOf[i] + " of " + tenantCount);
       }

@@ -34,9 +34,9 @@ public final class FenceHistory {
 
   /**
    * A version of a fence that is no longer in force: its seq, geometry (null: there was no usable
-   * fence) and tenant, and the time it ended.
+   * fence), tenant and dwell delay ({@link StayRules#NO_FENCE_DELAY}: the job's), and the time it ended.
    */
-  public record Version(long seq, FenceGeometry geometry, String tenant, long until) {
+  public record Version(long seq, FenceGeometry geometry, String tenant, long dwellDelay, long until) {
 
     /** Whether this version was a fence that covers the point for {@code tenant} (null: any tenant). */
     public boolean covers(double x, double y, String locationTenant) {

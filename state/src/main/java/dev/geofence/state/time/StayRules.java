@@ -14,6 +14,12 @@ import java.time.Duration;
  */
 public record StayRules(Duration dwellDelay, Duration presenceTimeout) implements Serializable {
 
+  /**
+   * A fence's own dwell delay when it names none: the job's holds. A fence's delay is in
+   * milliseconds, 0 when the fence never DWELLs (docs/design.md#a-delay-per-fence).
+   */
+  public static final long NO_FENCE_DELAY = -1;
+
   /** Neither DWELL nor silence: the triggers of releases before them. */
   public static final StayRules OFF = new StayRules(Duration.ZERO, Duration.ZERO);
 
@@ -28,6 +34,11 @@ public record StayRules(Duration dwellDelay, Duration presenceTimeout) implement
 
   public boolean dwells() {
     return !dwellDelay.isZero();
+  }
+
+  /** The delay of a fence whose own is {@code fenceDelay} ({@link #NO_FENCE_DELAY}: the job's), milliseconds; 0: it never DWELLs. */
+  public long dwellDelayOf(long fenceDelay) {
+    return fenceDelay == NO_FENCE_DELAY ? dwellDelay.toMillis() : fenceDelay;
   }
 
   public boolean silences() {

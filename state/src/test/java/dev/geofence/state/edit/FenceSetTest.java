@@ -10,6 +10,7 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.segment.FenceSegment;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -279,9 +280,9 @@ class FenceSetTest {
     for (int k = 0; k < 400; k++) {
       long seq = 1 + random.nextInt(5);
       int kind = random.nextInt(10);
-      stored.put("f" + k, kind == 0 ? new StoredFence(seq, true, null, null, 7, 8)
-          : kind == 1 ? new StoredFence(seq, false, null, "t", 7, 8)
-          : new StoredFence(seq, false, shapes[random.nextInt(shapes.length)], kind % 2 == 0 ? "t" : null, 7, 8));
+      stored.put("f" + k, kind == 0 ? new StoredFence(seq, true, null, null, StayRules.NO_FENCE_DELAY, 7, 8)
+          : kind == 1 ? new StoredFence(seq, false, null, "t", StayRules.NO_FENCE_DELAY, 7, 8)
+          : new StoredFence(seq, false, shapes[random.nextInt(shapes.length)], kind % 2 == 0 ? "t" : null, StayRules.NO_FENCE_DELAY, 7, 8));
     }
     FenceSet byFence = new FenceSet(new FenceIndex());
     stored.forEach((id, fence) -> byFence.apply(fence.asSnapshotEdit(id)));

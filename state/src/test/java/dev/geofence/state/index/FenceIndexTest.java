@@ -11,6 +11,7 @@ import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.shape.Shapes;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -174,7 +175,7 @@ class FenceIndexTest {
       int op = random.nextInt(10);
       String id = "f" + random.nextInt(600);
       if (op < 6) {
-        upsertAnyShape(index, shapes, id, model, tenants);
+        upsertAnyShape(index, shapes, id, model, tenants, new HashMap<>());
       } else if (op < 9) {
         assertThat(index.delete(id)).isEqualTo(model.remove(id) != null);
         tenants.remove(id);
@@ -234,6 +235,7 @@ class FenceIndexTest {
     SplittableRandom random = shapes.random();
     Map<String, FenceGeometry> model = new HashMap<>();
     Map<String, String> tenants = new HashMap<>();
+    Map<String, Long> delays = new HashMap<>();
     Map<Integer, Map<String, StoredFence>> buckets = new HashMap<>();
     for (int k = 0; k < 1_500; k++) {
       String id = "f" + k;
@@ -247,13 +249,15 @@ class FenceIndexTest {
       FenceGeometry geometry = read(shape);
       StoredFence stored;
       if (k % 10 == 3) {
-        stored = new StoredFence(2, true, null, tenant, 5, 6);
+        stored = new StoredFence(2, true, null, tenant, StayRules.NO_FENCE_DELAY, 5, 6);
       } else if (k % 20 == 5) {
-        stored = new StoredFence(1, false, null, tenant, 5, 6);
+        stored = new StoredFence(1, false, null, tenant, StayRules.NO_FENCE_DELAY, 5, 6);
       } else {
-        stored = new StoredFence(1, false, geometry, tenant, 5, 6);
+        long delay = k % 3 == 0 ? 1_000L * k : StayRules.NO_FENCE_DELAY;
+        stored = new StoredFence(1, false, geometry, tenant, delay, 5, 6);
         model.put(id, geometry);
         tenants.put(id, tenant);
+        delays.put(id, delay);
       }
       buckets.computeIfAbsent(FenceBuckets.of(id), b -> new HashMap<>()).put(id, stored);
     }
@@ -269,10 +273,11 @@ class FenceIndexTest {
       int op = random.nextInt(10);
       String id = "f" + random.nextInt(1_800);
       if (op < 4) {
-        upsertAnyShape(index, shapes, id, model, tenants);
+        upsertAnyShape(index, shapes, id, model, tenants, delays);
       } else if (op < 6) {
         assertThat(index.delete(id)).isEqualTo(model.remove(id) != null);
         tenants.remove(id);
+        delays.remove(id);
       } else {
         int n = 1 + random.nextInt(random.nextBoolean() ? 4 : 200);
         List<Coordinate> points = new ArrayList<>();
@@ -301,6 +306,7 @@ class FenceIndexTest {
       assertThat(index.get(id)).as(id).isEqualTo(model.get(id));
       assertThat(index.contains(id)).as(id).isEqualTo(model.containsKey(id));
       assertThat(index.tenantOf(id)).as(id).isEqualTo(model.containsKey(id) ? tenants.get(id) : null);
+      assertThat(index.dwellDelayOf(id)).as(id).isEqualTo(delays.getOrDefault(id, StayRules.NO_FENCE_DELAY));
     }
   }
 
@@ -395,7 +401,7 @@ class FenceIndexTest {
 
   /** Inserts the fence, or reshapes and moves it, sometimes to another tenant; in the index and the model alike. */
   private void upsertAnyShape(FenceIndex index, Shapes shapes, String id, Map<String, FenceGeometry> model,
-      Map<String, String> tenants) throws Exception {
+      Map<String, String> tenants, Map<String, Long> delays) throws Exception {
     SplittableRandom random = shapes.random();
     Geometry shape = shapes.any(random.nextDouble(4), random.nextDouble(4), random.nextDouble(0.05, 0.8));
     if (!shape.isValid()) {
@@ -403,9 +409,11 @@ class FenceIndexTest {
     }
     String tenant = TENANTS[random.nextInt(TENANTS.length)];
     FenceGeometry geometry = read(shape);
-    index.upsert(id, tenant, geometry);
+    long delay = random.nextInt(3) == 0 ? random.nextLong(60_000) : StayRules.NO_FENCE_DELAY;
+    index.upsert(id, tenant, delay, geometry);
     model.put(id, geometry);
     tenants.put(id, tenant);
+    delays.put(id, delay);
   }
 
   private FenceGeometry read(Geometry shape) throws Exception {

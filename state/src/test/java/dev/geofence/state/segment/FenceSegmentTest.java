@@ -10,6 +10,7 @@ import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.shape.Shapes;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -122,8 +123,8 @@ class FenceSegmentTest {
           .hasMessageContaining("damaged");
     }
     byte[] otherFormat = bytes.clone();
-    otherFormat[0] = 2;
-    assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 2");
+    otherFormat[0] = 3;
+    assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 3");
     assertThatThrownBy(() -> FenceSegment.read(new byte[3])).hasMessageContaining("shorter than its header");
     assertThat(FenceSegment.read(StoredFence.segment(Map.of())).size()).isZero();
   }
@@ -141,7 +142,37 @@ class FenceSegmentTest {
     return mark != 0 ? mark == CoverageGrid.INSIDE : segment.coversExactly(i, x, y);
   }
 
-  /** Live fences of every kind, a tenth tombstones, a twentieth refused (no geometry), three tenants and none. */
+  @Test
+  void segmentsWithoutDwellDelaysKeepTheFormatBeforeThem() throws Exception {
+    Map<String, StoredFence> withDelays = fences(new Shapes(factory, 3L), 300, new HashMap<>());
+    Map<String, StoredFence> without = new HashMap<>();
+    withDelays.forEach((id, f) -> without.put(id,
+        new StoredFence(f.seq(), f.deleted(), f.geometry(), f.tenant(), StayRules.NO_FENCE_DELAY, f.commitLsn(), f.commitTime())));
+    byte[] newer = StoredFence.segment(withDelays);
+    byte[] older = StoredFence.segment(without);
+
+    assertThat(newer[0]).isEqualTo(FenceSegment.FORMAT_VERSION);
+    assertThat(older[0]).isEqualTo(FenceSegment.FORMAT_WITHOUT_DELAYS);
+    // Format 1 is format 2 less one long per fence: nothing else grew.
+    assertThat(newer.length - older.length).isEqualTo(8 * withDelays.size());
+    FenceSegment read = FenceSegment.read(newer);
+    FenceSegment readOlder = FenceSegment.read(older);
+    assertThat(read.hasDwellDelays()).isTrue();
+    assertThat(readOlder.hasDwellDelays()).isFalse();
+    int own = 0;
+    for (int i = 0; i < read.size(); i++) {
+      assertThat(read.dwellDelay(i)).isEqualTo(withDelays.get(read.id(i)).dwellDelay());
+      assertThat(readOlder.dwellDelay(i)).isEqualTo(StayRules.NO_FENCE_DELAY);
+      assertThat(StoredFence.of(readOlder, i)).isEqualTo(without.get(readOlder.id(i)));
+      own += read.dwellDelay(i) == StayRules.NO_FENCE_DELAY ? 0 : 1;
+    }
+    assertThat(own).isGreaterThan(20);
+  }
+
+  /**
+   * Live fences of every kind, a tenth tombstones, a twentieth refused (no geometry), three tenants
+   * and none; a sixth of the live ones with a dwell delay of their own, some of them 0.
+   */
   private Map<String, StoredFence> fences(Shapes shapes, int count, Map<String, Geometry> oracle) throws Exception {
     Map<String, StoredFence> fences = new HashMap<>();
     Shapes.Kind[] kinds = Shapes.Kind.values();
@@ -152,11 +183,11 @@ class FenceSegmentTest {
       long lsn = shapes.random().nextLong(1L << 40);
       long time = 1_700_000_000_000L + i;
       if (i % 10 == 9) {
-        fences.put(id, new StoredFence(seq, true, null, tenant, lsn, time));
+        fences.put(id, new StoredFence(seq, true, null, tenant, StayRules.NO_FENCE_DELAY, lsn, time));
         continue;
       }
       if (i % 20 == 4) {
-        fences.put(id, new StoredFence(seq, false, null, tenant, lsn, time));
+        fences.put(id, new StoredFence(seq, false, null, tenant, StayRules.NO_FENCE_DELAY, lsn, time));
         continue;
       }
       Geometry shape = shapes.of(kinds[i % kinds.length], -170 + shapes.random().nextDouble() * 340,
@@ -169,7 +200,8 @@ class FenceSegmentTest {
       }
       FenceGeometry geometry = reader.readWkb(new WKBWriter().write(shape)).geometry();
       oracle.put(id, shape);
-      fences.put(id, new StoredFence(seq, false, geometry, tenant, lsn, time));
+      long delay = i % 6 != 5 ? StayRules.NO_FENCE_DELAY : i % 4 == 1 ? 0 : 1_000L * i;
+      fences.put(id, new StoredFence(seq, false, geometry, tenant, delay, lsn, time));
     }
     return fences;
   }

@@ -50,7 +50,7 @@ class FenceHistoryTest {
           FenceGeometry shape = random.nextInt(3) == 0 ? null : square(random.nextDouble(5), random.nextDouble(5));
           int last = line.starts().size() - 1;
           boolean recorded = history.superseded(id,
-              new FenceHistory.Version(line.seqs().get(last), line.shapes().get(last), null, t));
+              new FenceHistory.Version(line.seqs().get(last), line.shapes().get(last), null, StayRules.NO_FENCE_DELAY, t));
           // A version replaced at the instant it began was never in force.
           assertThat(recorded).isEqualTo(t > line.starts().get(last));
           if (recorded) {
@@ -120,9 +120,9 @@ class FenceHistoryTest {
   @Test
   void pruningEmptiesTheHistoryAndForgettingDropsAFence() {
     FenceHistory history = new FenceHistory();
-    history.superseded("a", new FenceHistory.Version(0, null, null, 100));
-    history.superseded("a", new FenceHistory.Version(1, square(0, 0), "acme", 200));
-    history.superseded("b", new FenceHistory.Version(0, null, null, 150));
+    history.superseded("a", new FenceHistory.Version(0, null, null, StayRules.NO_FENCE_DELAY, 100));
+    history.superseded("a", new FenceHistory.Version(1, square(0, 0), "acme", StayRules.NO_FENCE_DELAY, 200));
+    history.superseded("b", new FenceHistory.Version(0, null, null, StayRules.NO_FENCE_DELAY, 150));
     assertThat(history.versions()).isEqualTo(3);
     history.pruneUpTo(100);
     assertThat(history.of("a")).extracting(FenceHistory.Version::seq).containsExactly(1L);
@@ -135,7 +135,7 @@ class FenceHistoryTest {
     history.forget("b");
     assertThat(history.versions()).isZero();
     assertThat(history.versionAt("b", 0)).isNull();
-    history.superseded("c", new FenceHistory.Version(1, square(0, 0), null, 300));
+    history.superseded("c", new FenceHistory.Version(1, square(0, 0), null, StayRules.NO_FENCE_DELAY, 300));
     history.forget("c");
     assertThat(history.changedAfterNear(0.5, 0.5, 0)).as("forgotten from the spatial index too").isEmpty();
   }
@@ -161,7 +161,7 @@ class FenceHistoryTest {
         if (what < 5) {
           time += random.nextInt(4) == 0 ? 0 : random.nextLong(1, 30);
           long until = Math.max(time, horizon + 1);
-          boolean recorded = history.superseded(id, new FenceHistory.Version(step, null, null, until));
+          boolean recorded = history.superseded(id, new FenceHistory.Version(step, null, null, StayRules.NO_FENCE_DELAY, until));
           assertThat(recorded).isEqualTo(until > lastEnd.getOrDefault(id, Long.MIN_VALUE));
           if (recorded) {
             lastEnd.put(id, until);
@@ -198,7 +198,7 @@ class FenceHistoryTest {
             lastEnd.clear();
             for (Map.Entry<String, TreeMap<Long, Long>> fence : copy.entrySet()) {
               for (Map.Entry<Long, Long> v : fence.getValue().entrySet()) {
-                assertThat(history.restored(fence.getKey(), new FenceHistory.Version(v.getValue(), null, null, v.getKey()))).isTrue();
+                assertThat(history.restored(fence.getKey(), new FenceHistory.Version(v.getValue(), null, null, StayRules.NO_FENCE_DELAY, v.getKey()))).isTrue();
                 lastEnd.put(fence.getKey(), v.getKey());
               }
             }
