@@ -129,9 +129,27 @@ public final class Evaluation {
       object.inside = new HashSet<>();
     }
     object.inside.add(fenceId);
-    if (stays.dwells()) {
+    if (mayDwell()) {
       restoredStays.add(new RestoredStay(objectId, fenceId, since));
     }
+  }
+
+  /**
+   * Whether any stay may DWELL: the job's delay is on, or a fence has a delay of its own, now or in
+   * a version the history keeps. Without, an ENTER costs nothing more than before DWELLs.
+   */
+  private boolean mayDwell() {
+    return stays.dwells() || fences.index().hasDwellDelays() || history.versions() > 0;
+  }
+
+  /**
+   * When a stay in the fence that began at {@code since} DWELLs ({@link Long#MAX_VALUE}: never): by
+   * the delay of the fence version in force then, the one {@code then} holds if the fence has
+   * changed since, else the index's (docs/design.md#a-delay-per-fence).
+   */
+  private long dwellAt(String fenceId, long since, FenceHistory.Version then) {
+    long own = then != null ? then.dwellDelay() : fences.index().dwellDelayOf(fenceId);
+    return stays.dwellAt(since, own);
   }
 
   /**
@@ -143,8 +161,8 @@ public final class Evaluation {
     for (RestoredStay stay : restoredStays) {
       // Pending unless a location at or after its time, or the clock past it by the lateness, decided it.
       ObjectState object = objects.get(stay.objectId());
-      long due = stays.dwellAt(stay.since());
-      if (object.newest < due && !stays.dwellDecidedBy(due, clock)) {
+      long due = dwellAt(stay.fenceId(), stay.since(), history.versionAt(stay.fenceId(), stay.since()));
+      if (due != Long.MAX_VALUE && object.newest < due && !stays.dwellDecidedBy(due, clock)) {
         queueDwell(stay.objectId(), object, stay.fenceId(), due);
       }
     }
@@ -307,8 +325,11 @@ public final class Evaluation {
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
         membership.entered(fenceId, location.objectId, location.timestamp);
-        if (stays.dwells()) {
-          queueDwell(location.objectId, object, fenceId, stays.dwellAt(location.timestamp));
+        if (mayDwell()) {
+          long due = dwellAt(fenceId, location.timestamp, then.get(fenceId));
+          if (due != Long.MAX_VALUE) {
+            queueDwell(location.objectId, object, fenceId, due);
+          }
         }
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, TriggerCause.LOCATION, location.timestamp,
             location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
@@ -380,7 +401,7 @@ public final class Evaluation {
    * objects' silences it decides are emitted.
    */
   void clockPassed(long clock) throws Exception {
-    if (!stays.dwells() && !stays.silences()) {
+    if (stays.queued() == 0) {
       return;
     }
     long now = System.currentTimeMillis();

@@ -27,7 +27,7 @@ final class Stays {
   /** An object's silence to be looked at when the clock reaches {@code at}. */
   private record Watch(long at, String objectId) {}
 
-  private final long dwellDelay;
+  private final StayRules rules;
   private final long presenceTimeout;
   private final long lateness;
   /** Entries of stays ended before their DWELL are dropped as they surface, or all at once when they outnumber the rest. */
@@ -36,22 +36,27 @@ final class Stays {
 
   /** @param lateness the allowed lateness of locations, milliseconds */
   Stays(StayRules rules, long lateness) {
-    this.dwellDelay = rules.dwellDelay().toMillis();
+    this.rules = rules;
     this.presenceTimeout = rules.presenceTimeout().toMillis();
     this.lateness = lateness;
   }
 
+  /** Whether a fence without a dwell delay of its own DWELLs: the job's delay is on. */
   boolean dwells() {
-    return dwellDelay > 0;
+    return rules.dwells();
   }
 
   boolean silences() {
     return presenceTimeout > 0;
   }
 
-  /** When a stay that began at {@code since} DWELLs. */
-  long dwellAt(long since) {
-    return since + dwellDelay;
+  /**
+   * When a stay that began at {@code since} DWELLs, in a fence version whose own delay is {@code
+   * fenceDelay} ({@link StayRules#NO_FENCE_DELAY}: the job's); {@link Long#MAX_VALUE}: never.
+   */
+  long dwellAt(long since, long fenceDelay) {
+    long delay = rules.dwellDelayOf(fenceDelay);
+    return delay > 0 ? since + delay : Long.MAX_VALUE;
   }
 
   /** Whether the clock has decided a DWELL of {@code due} by {@code clock}. */

@@ -8,6 +8,7 @@ import static dev.geofence.job.index.FenceIndexOperatorTest.watermark;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.model.DeadLetter;
 import dev.geofence.connectors.model.GeofenceTrigger;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.job.operator.FenceKey;
@@ -19,6 +20,7 @@ import dev.geofence.state.time.StayRules;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
@@ -243,6 +245,100 @@ class DwellAndSilenceTest {
     }
     assertThat(through).hasSizeGreaterThan(8);
     assertThat(restored).containsExactlyInAnyOrderElementsOf(through);
+  }
+
+  /**
+   * A fence's own delay holds for its stays over the job's (docs/design.md#a-delay-per-fence): a
+   * shorter one, 0 (never), none (the job's), a negative one taken as 0 with a dead letter. A stay
+   * keeps the delay of the version in force at its ENTER when the delay changes under it, through a
+   * restore too.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aFencesOwnDelayHoldsForItsStays(String backend) throws Exception {
+    StayRules rules = new StayRules(Duration.ofMillis(DELAY), Duration.ZERO);
+    List<String> through;
+    try (var harness = harness(rules, backend)) {
+      ownDelaysFirstHalf(harness);
+      ownDelaysSecondHalf(harness, FenceIndexOperatorTest.Source::new);
+      through = ids(harness);
+      assertThat(described(harness)).filteredOn(t -> t.startsWith("DWELL")).containsExactlyInAnyOrder(
+          "DWELL loitering o1 own@2 t=5000", "DWELL loitering o1 job@1 t=12000", "DWELL loitering o2 own@2 t=5000",
+          "DWELL loitering o2 job@1 t=12000", "DWELL loitering o3 own@2 t=24500", "DWELL loitering o3 job@1 t=14500");
+      List<DeadLetter> letters = new ArrayList<>();
+      harness.getSideOutput(FenceIndexOperator.DEAD_LETTERS).forEach(r -> letters.add(r.getValue()));
+      assertThat(letters).extracting(d -> d.key + " " + d.severity + " " + d.reason)
+          .containsExactly("negative WARNING NEGATIVE_DWELL_DELAY");
+    }
+    OperatorSubtaskState snapshot;
+    List<String> restored;
+    try (var harness = harness(rules, backend)) {
+      ownDelaysFirstHalf(harness);
+      snapshot = harness.snapshot(1, 4600);
+      restored = new ArrayList<>(ids(harness));
+    }
+    try (var harness = harness(rules, backend)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      ownDelaysSecondHalf(harness, h -> {
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(h);
+        source.live.putAll(Map.of("own", 2L, "never", 1L, "job", 1L, "negative", 1L));
+        source.sendAllBuckets();
+        return source;
+      });
+      restored.addAll(ids(harness));
+    }
+    assertThat(restored).containsExactlyInAnyOrderElementsOf(through);
+  }
+
+  @Test
+  void aFencesOwnDelayDwellsWithTheJobsOff() throws Exception {
+    try (var harness = harness(StayRules.OFF, "hashmap")) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.sendAllBuckets();
+      source.send(withDelay(upsert("own", 1, SQUARE, false, 1000), 3000L));
+      source.send(upsert("plain", 1, SQUARE, false, 1000));
+      harness.processElement2(location("o1", 2000, 5, 5), 2000);
+      watermark(harness, 5000 + LATENESS - 1);
+      assertThat(described(harness)).filteredOn(t -> t.startsWith("DWELL")).isEmpty();
+      watermark(harness, 5000 + LATENESS);
+      assertThat(described(harness)).filteredOn(t -> t.startsWith("DWELL")).containsExactly("DWELL loitering o1 own@1 t=5000");
+    }
+  }
+
+  /**
+   * At 4600: o1 and o2 inside every fence since 2000, own's delay 3000 then; own's delay changed to
+   * 20000 at 4000, after which o3 entered, at 4500.
+   */
+  private static void ownDelaysFirstHalf(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h)
+      throws Exception {
+    h.open();
+    FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(h);
+    source.sendAllBuckets();
+    source.send(withDelay(upsert("own", 1, SQUARE, false, 1000), 3000L));
+    source.send(withDelay(upsert("never", 1, SQUARE, false, 1000), 0L));
+    source.send(upsert("job", 1, SQUARE, false, 1000));
+    source.send(withDelay(upsert("negative", 1, SQUARE, false, 1000), -5000L));
+    h.processElement2(location("o1", 2000, 5, 5), 2000);
+    h.processElement2(location("o2", 2000, 5, 5), 2000);
+    source.send(withDelay(upsert("own", 2, SQUARE, false, 4000), 20_000L));
+    h.processElement2(location("o3", 4500, 5, 5), 4500);
+    watermark(h, 4600);
+  }
+
+  private static void ownDelaysSecondHalf(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> h,
+      SourceOf source) throws Exception {
+    source.of(h);
+    h.processElement2(location("o2", 6000, 5, 5), 6000);
+    h.processElement2(location("o1", 30_000, 5, 5), 30_000);
+    h.processElement2(location("o2", 30_000, 50, 50), 30_000);
+    watermark(h, 30_000 + LATENESS);
+  }
+
+  private static FenceChange withDelay(FenceChange change, Long dwellDelay) {
+    change.dwellDelay = dwellDelay;
+    return change;
   }
 
   /** Stays open at 9000: o1 with its DWELL due at 12000, o2 silent since 8000, o3 reporting. */

@@ -114,6 +114,8 @@ public final class FenceIndex {
    * delay read from the segment. Few fences have one, so a map rather than an array of every slot.
    */
   private final Map<String, Long> objectDelays = new HashMap<>();
+  /** Segments loaded that hold a fence with a dwell delay of its own. */
+  private int segmentsWithDelays;
 
   private final Map<String, Integer> tenantCodes = new HashMap<>();
   /** The tenant of each code, code 1 first. */
@@ -196,6 +198,9 @@ public final class FenceIndex {
     }
     Loaded loaded = new Loaded(segment);
     loadedByBucket.put(bucket, loaded);
+    if (segment.hasDwellDelays()) {
+      segmentsWithDelays++;
+    }
     double[] box = new double[4];
     for (int i = 0; i < segment.size(); i++) {
       if (segment.deleted(i) || !segment.hasGeometry(i)) {
@@ -334,6 +339,11 @@ public final class FenceIndex {
     }
     FenceSegment segment = slotSegments[slot];
     return segment != null ? segment.dwellDelay(slotPositions[slot]) : objectDelays.getOrDefault(id, StayRules.NO_FENCE_DELAY);
+  }
+
+  /** Whether a fence indexed may have a dwell delay of its own: false only if none has. */
+  public boolean hasDwellDelays() {
+    return !objectDelays.isEmpty() || segmentsWithDelays > 0;
   }
 
   /** Number of fences indexed. */
