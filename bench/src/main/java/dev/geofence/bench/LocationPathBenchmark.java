@@ -52,7 +52,10 @@ import org.apache.flink.util.TimeUtils;
  * falling silent after the first lap, evaluated with stays off, with the given dwell delay and
  * presence timeout, and with both scaled down to the measured pass's few seconds of event time
  * when they are too long for anything to be decided in it: CPU per location against off, the
- * DWELL and silence EXIT triggers each emitted, the objects held and the heap per object.
+ * DWELL and silence EXIT triggers each emitted, the objects held and the heap per object. The
+ * last of those rows runs once more over a second set of the same fences, each carrying that delay
+ * as its own with the job's off: the same decisions, plus the lookup of a fence's delay at each
+ * ENTER.
  *
  * <p>Usage: LocationPathBenchmark [--fences N] [--vehicles N] [--locations N] [--rounds R] [--channels C]
  * [--dwell-delay 5min] [--presence-timeout 10min]
@@ -72,7 +75,7 @@ public final class LocationPathBenchmark {
   private static final double SCALED_WITHIN = 0.8;
 
   /** One row: the locations it evaluates after the first lap, and its stays. */
-  private record Variant(String name, int batch, StayRules rules, long staysLateness, Location[] locations) {}
+  private record Variant(String name, int batch, StayRules rules, long staysLateness, Location[] locations, Fences fences) {}
 
   private LocationPathBenchmark() {}
 
@@ -124,7 +127,7 @@ public final class LocationPathBenchmark {
     int[] batches = {-1, 0, 1, 64};
     List<Variant> variants = new ArrayList<>();
     for (int v = 0; v < names.length; v++) {
-      variants.add(new Variant(names[v], batches[v], StayRules.OFF, LATENESS_MS, measured));
+      variants.add(new Variant(names[v], batches[v], StayRules.OFF, LATENESS_MS, measured, set));
     }
     // The stays' rows: as given, and scaled to the measured pass when what they decide comes after it.
     StayRules given = new StayRules(dwellDelay, presenceTimeout);
@@ -132,15 +135,24 @@ public final class LocationPathBenchmark {
     long needs = Math.max(given.dwellDelay().toMillis(), given.presenceTimeout().toMillis()) + LATENESS_MS;
     double scale = Math.min(1, SCALED_WITHIN * span / needs);
     int staysFrom = variants.size();
-    variants.add(new Variant("off", 64, StayRules.OFF, LATENESS_MS, quiet));
-    variants.add(new Variant(describe(given) + (scale < 1 ? " (as given)" : ""), 64, given, LATENESS_MS, quiet));
+    variants.add(new Variant("off", 64, StayRules.OFF, LATENESS_MS, quiet, set));
+    variants.add(new Variant(describe(given) + (scale < 1 ? " (as given)" : ""), 64, given, LATENESS_MS, quiet, set));
     StayRules scaled = null;
     long scaledLateness = LATENESS_MS;
     if (scale < 1 && (given.dwells() || given.silences())) {
       scaled = new StayRules(Duration.ofMillis(Math.round(given.dwellDelay().toMillis() * scale)),
           Duration.ofMillis(Math.round(given.presenceTimeout().toMillis() * scale)));
       scaledLateness = Math.round(LATENESS_MS * scale);
-      variants.add(new Variant(describe(scaled) + ", lateness " + human(scaledLateness) + " (scaled)", 64, scaled, scaledLateness, quiet));
+      variants.add(new Variant(describe(scaled) + ", lateness " + human(scaledLateness) + " (scaled)", 64, scaled, scaledLateness, quiet,
+          set));
+    }
+    // The last stays' row again with the delay as every fence's own and the job's off: the same
+    // decisions, plus the lookup of the fence's delay at each ENTER (a delay per fence, issue 38).
+    Variant last = variants.get(variants.size() - 1);
+    if (last.rules().dwells()) {
+      Fences own = fences(fences, SIDE, last.rules().dwellDelay().toMillis());
+      variants.add(new Variant(last.name() + ", the delay each fence's own", 64,
+          new StayRules(Duration.ZERO, last.rules().presenceTimeout()), last.staysLateness(), quiet, own));
     }
     double[][] micros = new double[variants.size()][rounds];
     long[] triggers = new long[variants.size()];
@@ -160,7 +172,7 @@ public final class LocationPathBenchmark {
           heap.run(variant.locations());
           us = (Measure.threadCpuNanos() - cpu) / 1e3 / variant.locations().length;
         } else {
-          pass = new Pass(set, variant.batch(), variant.rules(), variant.staysLateness());
+          pass = new Pass(variant.fences(), variant.batch(), variant.rules(), variant.staysLateness());
           pass.run(warm);
           long cpu = Measure.threadCpuNanos();
           pass.run(variant.locations());
@@ -185,7 +197,7 @@ public final class LocationPathBenchmark {
           batches[v] <= 0 ? "" : String.format(Locale.ROOT, "%.2f %%", 100.0 * crossing[v] / locations));
     }
     presenceMemory(set, warm, measured);
-    stays(set, warm, variants.subList(staysFrom, variants.size()), Arrays.copyOfRange(micros, staysFrom, variants.size()), given,
+    stays(warm, variants.subList(staysFrom, variants.size()), Arrays.copyOfRange(micros, staysFrom, variants.size()), given,
         scale, scaled, scaledLateness, span, locations - quiet.length);
   }
 
@@ -193,7 +205,7 @@ public final class LocationPathBenchmark {
    * The stays' rows (issue 38): CPU per location against off, what each decided, the objects held
    * and, measured again by a pass of its own after the rounds, the heap retained per object.
    */
-  private static void stays(Fences set, Location[] warm, List<Variant> variants, double[][] micros, StayRules given,
+  private static void stays(Location[] warm, List<Variant> variants, double[][] micros, StayRules given,
       double scale, StayRules scaled, long scaledLateness, long span, int dropped) {
     System.out.printf(Locale.ROOT, "%nstays (issue 38), side by side in the same rounds, batches of 64: the same fleet, of which"
         + " 1 vehicle in %d reports in the first lap only and falls silent (%,d locations fewer: %,d a pass).%n", SILENT_EVERY,
@@ -221,7 +233,7 @@ public final class LocationPathBenchmark {
       Variant variant = variants.get(v);
       // The counts and the heap of one more pass of its own, over the same locations: what the rounds'
       // passes did (the same locations decide the same), measured with nothing else of them alive.
-      Pass pass = new Pass(set, 64, variant.rules(), variant.staysLateness());
+      Pass pass = new Pass(variant.fences(), 64, variant.rules(), variant.staysLateness());
       pass.run(warm);
       pass.run(variant.locations());
       pass.dropCrossing();
@@ -494,6 +506,11 @@ public final class LocationPathBenchmark {
    * a box {@code side} degrees wide (30 here: 1.2 M of them cover about half the box).
    */
   static Fences fences(int n, double side) {
+    return fences(n, side, StayRules.NO_FENCE_DELAY);
+  }
+
+  /** The same fences, each with {@code dwellDelay} as its own ({@link StayRules#NO_FENCE_DELAY}: none). */
+  static Fences fences(int n, double side, long dwellDelay) {
     SplittableRandom random = new SplittableRandom(18);
     FenceSet set = new FenceSet(new FenceIndex());
     for (int f = 0; f < n; f++) {
@@ -508,7 +525,7 @@ public final class LocationPathBenchmark {
       }
       xy[192] = xy[0];
       xy[193] = xy[1];
-      set.apply(FenceEdit.upsert("f-" + f, 1, FenceGeometry.fromArrays(xy, new int[] {0, 97}, new int[] {0, 1}), null,
+      set.apply(FenceEdit.upsert("f-" + f, 1, FenceGeometry.fromArrays(xy, new int[] {0, 97}, new int[] {0, 1}), null, dwellDelay,
           EditOrigin.SNAPSHOT, 0, 0));
     }
     set.index().prepareForQuery();

@@ -148,7 +148,9 @@ public final class Evaluation {
    * changed since, else the index's (docs/design.md#a-delay-per-fence).
    */
   private long dwellAt(String fenceId, long since, FenceHistory.Version then) {
-    long own = then != null ? then.dwellDelay() : fences.index().dwellDelayOf(fenceId);
+    // Without own delays in the index, no lookup: for a segment's fence it hashes the id twice.
+    long own = then != null ? then.dwellDelay()
+        : fences.index().hasDwellDelays() ? fences.index().dwellDelayOf(fenceId) : StayRules.NO_FENCE_DELAY;
     return stays.dwellAt(since, own);
   }
 

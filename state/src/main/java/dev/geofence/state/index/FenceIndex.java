@@ -110,10 +110,10 @@ public final class FenceIndex {
   private int retiredCount;
 
   /**
-   * The own dwell delay of each fence indexed as an object that has one; a segment's fence has its
-   * delay read from the segment. Few fences have one, so a map rather than an array of every slot.
+   * The own dwell delay of each slot of a fence indexed as an object; a segment's fence has its
+   * delay read from the segment. Null until such a fence has one: most jobs have none.
    */
-  private final Map<String, Long> objectDelays = new HashMap<>();
+  private long[] slotDelays;
   /** Segments loaded that hold a fence with a dwell delay of its own. */
   private int segmentsWithDelays;
 
@@ -176,10 +176,12 @@ public final class FenceIndex {
     geometries[slot] = geometry;
     writeRecord(slot, geometry);
     slotById.put(id, slot);
-    if (dwellDelay == StayRules.NO_FENCE_DELAY) {
-      objectDelays.remove(id);
-    } else {
-      objectDelays.put(id, dwellDelay);
+    if (dwellDelay != StayRules.NO_FENCE_DELAY && slotDelays == null) {
+      slotDelays = new long[ids.length];
+      Arrays.fill(slotDelays, StayRules.NO_FENCE_DELAY);
+    }
+    if (slotDelays != null) {
+      slotDelays[slot] = dwellDelay;
     }
   }
 
@@ -235,6 +237,9 @@ public final class FenceIndex {
       slotPositions = Arrays.copyOf(slotPositions, capacity);
       slotTenants = Arrays.copyOf(slotTenants, capacity);
       records = Arrays.copyOf(records, capacity * RECORD);
+      if (slotDelays != null) {
+        slotDelays = Arrays.copyOf(slotDelays, capacity);
+      }
     }
     int slot = slotCount++;
     slotTenants[slot] = tenant == null ? NO_TENANT : tenantCodes.computeIfAbsent(tenant, t -> {
@@ -274,7 +279,6 @@ public final class FenceIndex {
     checkNotQuerying();
     int slot = slotOf(id);
     slotById.remove(id);
-    objectDelays.remove(id);
     retire(slot);
     return slot >= 0;
   }
@@ -338,12 +342,12 @@ public final class FenceIndex {
       return StayRules.NO_FENCE_DELAY;
     }
     FenceSegment segment = slotSegments[slot];
-    return segment != null ? segment.dwellDelay(slotPositions[slot]) : objectDelays.getOrDefault(id, StayRules.NO_FENCE_DELAY);
+    return segment != null ? segment.dwellDelay(slotPositions[slot]) : slotDelays != null ? slotDelays[slot] : StayRules.NO_FENCE_DELAY;
   }
 
   /** Whether a fence indexed may have a dwell delay of its own: false only if none has. */
   public boolean hasDwellDelays() {
-    return !objectDelays.isEmpty() || segmentsWithDelays > 0;
+    return slotDelays != null || segmentsWithDelays > 0;
   }
 
   /** Number of fences indexed. */
@@ -640,6 +644,7 @@ public final class FenceIndex {
     Loaded[] newLoaded = new Loaded[capacity];
     int[] newPositions = new int[capacity];
     int[] newTenants = new int[capacity];
+    long[] newDelays = slotDelays == null ? null : new long[capacity];
     long[] newRecords = new long[capacity * RECORD];
     // In the old order, reading sequentially and writing to the new places: scattered writes
     // overlap where scattered reads would wait one by one.
@@ -649,6 +654,9 @@ public final class FenceIndex {
       newIds[pos] = ids[slot];
       newGeometries[pos] = geometries[slot];
       newTenants[pos] = slotTenants[slot];
+      if (newDelays != null) {
+        newDelays[pos] = slotDelays[slot];
+      }
       // The record moves with its grid, so a repack does not forget the grids already built.
       System.arraycopy(records, slot * RECORD, newRecords, pos * RECORD, RECORD);
       Loaded loaded = slotLoaded[slot];
@@ -667,6 +675,7 @@ public final class FenceIndex {
     slotLoaded = newLoaded;
     slotPositions = newPositions;
     slotTenants = newTenants;
+    slotDelays = newDelays;
     records = newRecords;
     slotCount = n;
     retiredCount = 0;
