@@ -1,7 +1,6 @@
 package dev.geofence.savepoints;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.tuple;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -177,8 +176,8 @@ class SavepointToolsITCase extends EndToEndFixture {
    * goes from a bootstrap's rows into the savepoint, through {@code export} into the file, and
    * through {@code bootstrap --from-arrow} into another savepoint, whose export is the first file
    * fence by fence. A fence whose geometry does not decode has no delay, as the job holds it. The
-   * first savepoint is written from rows as a bootstrap from the database writes it (until the
-   * job reads delays from the table, its savepoints have none).
+   * first savepoint is written from rows, as a bootstrap from the database writes it: the delays
+   * are known without a table or a job.
    */
   @Test
   void eachFencesDwellDelayTravelsThroughExportAndImport() throws Exception {
@@ -207,8 +206,7 @@ class SavepointToolsITCase extends EndToEndFixture {
     Path file = temp.resolve("with-delays.arrow");
     assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported 62 fences");
     Map<String, SnapshotFence> exported = fencesOf(file);
-    assertThat(exported).extractingFromEntries(Map.Entry::getKey, e -> e.getValue().dwellDelay())
-        .containsExactlyInAnyOrderElementsOf(expected.entrySet().stream().map(e -> tuple(e.getKey(), e.getValue())).toList());
+    assertThat(dwellDelays(exported)).isEqualTo(expected);
     assertThat(exported.get("unclosed").geometry()).as("refused").isNull();
 
     String imported = temp.resolve("imported-with-delays").toString();
@@ -221,8 +219,8 @@ class SavepointToolsITCase extends EndToEndFixture {
   /**
    * A bootstrap from the database writes each fence's own dwell delay from the table's {@code
    * dwell_delay} column (an interval; null: none of its own, negative: 0), and {@code verify} finds
-   * the savepoint equal to the source: a delay is part of the row whose seq it compares. Needs the
-   * connectors to read the column (geofence.source.dwell-delay-column) in a bucket read.
+   * the savepoint equal to the source: a delay is part of the row whose seq it compares. The
+   * connectors' bucket read reads the column (geofence.source.dwell-delay-column, by default).
    */
   @Test
   void aBootstrapFromTheDatabaseKeepsEachFencesDwellDelay() throws Exception {
@@ -250,8 +248,7 @@ class SavepointToolsITCase extends EndToEndFixture {
 
     Path file = temp.resolve("bootstrapped.arrow");
     assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported");
-    assertThat(fencesOf(file)).extractingFromEntries(Map.Entry::getKey, e -> e.getValue().dwellDelay())
-        .containsExactlyInAnyOrderElementsOf(expected.entrySet().stream().map(e -> tuple(e.getKey(), e.getValue())).toList());
+    assertThat(dwellDelays(fencesOf(file))).isEqualTo(expected);
     assertThat(command(new String[] {"verify", savepoint, "--source-url", url, "--source-user", "postgres"}))
         .startsWith("0 equal as of the savepoint: 0 fences differ");
   }
@@ -281,6 +278,12 @@ class SavepointToolsITCase extends EndToEndFixture {
           inside.keySet().toArray(new String[0]), inside.values().stream().mapToLong(Long::longValue).toArray()));
     }
     return fences;
+  }
+
+  private static Map<String, Long> dwellDelays(Map<String, SnapshotFence> fences) {
+    Map<String, Long> delays = new TreeMap<>();
+    fences.forEach((id, fence) -> delays.put(id, fence.dwellDelay()));
+    return delays;
   }
 
   /** What the last command printed on its error stream: progress, and errors. */
