@@ -6,6 +6,7 @@ import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.snapshot.SnapshotBucket;
 import dev.geofence.state.snapshot.SnapshotFence;
+import dev.geofence.state.time.StayRules;
 
 /**
  * One record a bootstrap writes into the fence index's state: a change as the operator would apply
@@ -41,6 +42,7 @@ public class BootstrapRow {
     change.seq = fence.seq();
     change.delete = fence.deleted();
     change.tenant = fence.tenant();
+    change.dwellDelay = fence.dwellDelay() == StayRules.NO_FENCE_DELAY ? null : fence.dwellDelay();
     BootstrapRow row = new BootstrapRow(change);
     FenceGeometry geometry = fence.geometry();
     if (geometry != null) {

@@ -12,6 +12,7 @@ import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -25,10 +26,11 @@ import org.apache.flink.state.api.functions.KeyedStateBootstrapFunction;
 /**
  * Writes the fence index's keyed state from the rows of a consistent read of the source, as the
  * operator itself would hold them after applying those rows as snapshot edits: each bucket's
- * fences as its segment ({@link #inSegments}: each fence with its decoded geometry, none if it does
- * not decode, as the job would have refused it; each tombstone), each bucket's fingerprint with its
- * version, each key group's stream position, and (imported from a snapshot file) each fence's
- * geometry as the job held it and the objects inside it.
+ * fences as its segment ({@link #inSegments}: each fence with its tenant, dwell delay and decoded
+ * geometry, neither geometry nor delay if it does not decode, as the job would have refused it;
+ * each tombstone), each bucket's fingerprint with its version, each key group's stream position,
+ * and (imported from a snapshot file) each fence's geometry as the job held it and the objects
+ * inside it.
  */
 final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey, BootstrapRow> {
 
@@ -59,7 +61,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
       if (stored == null || stored.seq() < change.seq) {
         bucket.put(change.fenceId, change.delete
             ? StoredFence.of(change.seq, true, null, null, change.commitTime)
-            : StoredFence.of(change.seq, false, geometry(row, reader, geometryFormat), change.tenant, change.commitTime));
+            : live(row, reader, geometryFormat));
       }
     }
     buckets.forEach((bucket, fences) -> grouped.add(BootstrapRow.segment(bucket, StoredFence.segment(fences))));
@@ -97,6 +99,17 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
       default:
         throw new IllegalArgumentException("a bootstrap writes segments, fingerprints and positions, not " + change.kind);
     }
+  }
+
+  /**
+   * A live fence as the job holds it: with its tenant and own dwell delay, except that a fence
+   * whose geometry does not decode has no delay either, as the job keeps none without a geometry.
+   */
+  private static StoredFence live(BootstrapRow row, FenceGeometryReader reader, GeometryFormat geometryFormat) {
+    FenceChange change = row.change;
+    FenceGeometry geometry = geometry(row, reader, geometryFormat);
+    return StoredFence.of(change.seq, false, geometry, change.tenant, geometry == null ? StayRules.NO_FENCE_DELAY : change.ownDwellDelay(),
+        change.commitTime);
   }
 
   /** An imported fence's geometry as the job held it, or a source row's geometry decoded as the job decodes it. */

@@ -23,8 +23,12 @@ public class FenceStateEntry {
   public long vertices;
   public long lsn;
   public long commitTime;
-  /** For a fence read with its geometry (export): the flat arrays of {@code FenceGeometry}. */
+  /**
+   * For a fence read with its geometry (export): its tenant, its own dwell delay ({@code
+   * StayRules.NO_FENCE_DELAY}: none) and the flat arrays of {@code FenceGeometry}.
+   */
   public String tenant;
+  public long dwellDelay;
   public double[] coordinates;
   public int[] ringStarts;
   public int[] polygonStarts;

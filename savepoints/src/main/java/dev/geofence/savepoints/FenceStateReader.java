@@ -40,7 +40,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
   private transient ValueState<FenceChange> legacyBucketStats;
   private transient ValueState<FenceChange> legacyStreamPosition;
 
-  /** @param withGeometry also emit each fence's geometry and tenant (for an export) */
+  /** @param withGeometry also emit each fence's geometry, tenant and dwell delay (for an export) */
   FenceStateReader(int maxParallelism, boolean withGeometry) {
     this.maxParallelism = maxParallelism;
     this.withGeometry = withGeometry;
@@ -137,6 +137,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
     entry.commitTime = stored.commitTime();
     if (withGeometry) {
       entry.tenant = stored.tenant();
+      entry.dwellDelay = stored.dwellDelay();
       if (stored.geometry() != null) {
         entry.coordinates = stored.geometry().coordinates();
         entry.ringStarts = stored.geometry().ringStarts();

@@ -57,9 +57,9 @@ public final class SavepointBootstrap {
 
   /**
    * Writes a savepoint from a snapshot file {@link SavepointExport} wrote: the same fences (with
-   * their geometry as the job held it, and the objects inside them), fingerprints and stream
-   * position, without reading the database. The job's slot must still hold the position, as for
-   * the savepoint exported.
+   * their tenant, dwell delay and geometry as the job held them, and the objects inside them),
+   * fingerprints and stream position, without reading the database. The job's slot must still hold
+   * the position, as for the savepoint exported.
    */
   public static Result writeFromArrow(Path file, String output) throws Exception {
     FenceSnapshot snapshot = ArrowSnapshotFile.read(file);

@@ -13,9 +13,10 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@code export}: a savepoint's fences (live and tombstones, with their geometry and the objects
- * inside them), bucket fingerprints and stream position, written as an {@link ArrowSnapshotFile}.
- * A savepoint holding fences of a state format this release cannot read is refused.
+ * {@code export}: a savepoint's fences (live and tombstones, with their tenant, dwell delay,
+ * geometry and the objects inside them), bucket fingerprints and stream position, written as an
+ * {@link ArrowSnapshotFile}. A savepoint holding fences of a state format this release cannot read
+ * is refused.
  */
 final class SavepointExport {
 
@@ -48,7 +49,7 @@ final class SavepointExport {
       FenceGeometry geometry = entry.coordinates == null ? null
           : FenceGeometry.fromArrays(entry.coordinates, entry.ringStarts, entry.polygonStarts);
       FenceStateEntry inside = members.get(entry.id);
-      fences.add(new SnapshotFence(entry.id, entry.seq, !entry.live, entry.tenant, geometry,
+      fences.add(new SnapshotFence(entry.id, entry.seq, !entry.live, entry.tenant, entry.dwellDelay, geometry,
           inside == null ? new String[0] : inside.memberIds, inside == null ? new long[0] : inside.memberSince));
     }
     Progress written = new Progress(progress, "write " + file + ", fences", fences.size());

@@ -4,17 +4,28 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.savepoints.SavepointInspection;
+import dev.geofence.state.geom.GeometryFormat;
+import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.readiness.Lsn;
+import dev.geofence.state.snapshot.ArrowSnapshotFile;
+import dev.geofence.state.snapshot.SnapshotFence;
+import dev.geofence.state.time.StayRules;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.apache.flink.core.execution.JobClient;
 import org.junit.jupiter.api.Test;
 
 /**
  * The savepoint tools on real savepoints: {@code inspect} and {@code verify} on one the job took,
- * of known content; {@code bootstrap} writing one the job restores from, without a CDC snapshot.
+ * of known content; {@code bootstrap} writing one the job restores from, without a CDC snapshot;
+ * {@code export} and {@code bootstrap --from-arrow} keeping every fence as the job held it.
  */
 class SavepointToolsITCase extends EndToEndFixture {
 
@@ -145,6 +156,10 @@ class SavepointToolsITCase extends EndToEndFixture {
     assertThat(copy.bucketVersions).isEqualTo(original.bucketVersions);
     assertThat(copy.segments).isPositive();
     assertThat(copy.overlayFences).isZero();
+    Path copied = temp.resolve("copy.arrow");
+    assertThat(command(new String[] {"export", imported, "--to-arrow", copied.toString()})).startsWith("0 exported");
+    assertThat(fencesOf(copied)).as("fence by fence: tenant, dwell delay, geometry, the objects inside")
+        .usingRecursiveComparison().isEqualTo(fencesOf(file));
 
     placeFences(0, 5);
     deleteFences(5, 8);
@@ -154,6 +169,121 @@ class SavepointToolsITCase extends EndToEndFixture {
     moveObjects();
     threeWayCheck("arrow", 100_000);
     assertTriggersAsOracle();
+  }
+
+  /**
+   * Each fence's own dwell delay (a few with one, a few 0, a negative one taken as 0, most none)
+   * goes from a bootstrap's rows into the savepoint, through {@code export} into the file, and
+   * through {@code bootstrap --from-arrow} into another savepoint, whose export is the first file
+   * fence by fence. A fence whose geometry does not decode has no delay, as the job holds it. The
+   * first savepoint is written from rows, as a bootstrap from the database writes it: the delays
+   * are known without a table or a job.
+   */
+  @Test
+  void eachFencesDwellDelayTravelsThroughExportAndImport() throws Exception {
+    List<BootstrapRow> rows = new ArrayList<>();
+    Map<String, Long> expected = new TreeMap<>();
+    for (int i = 0; i < 60; i++) {
+      Long own = switch (i) {
+        case 0, 1, 2, 3 -> 90_000L << i;
+        case 4, 5 -> 0L;
+        case 6 -> -5_000L;
+        default -> null;
+      };
+      rows.add(fenceRow("fence-" + i, i + 1, polygonWkb(i, 0, i + 1, 0, i + 1, 1, i, 1, i, 0), i % 3 == 0 ? "t" + i : null, own));
+      expected.put("fence-" + i, own == null ? StayRules.NO_FENCE_DELAY : Math.max(0, own));
+    }
+    rows.add(fenceRow("unclosed", 2, polygonWkb(0, 0, 1, 0, 1, 1, 0, 1), null, 60_000L));
+    expected.put("unclosed", StayRules.NO_FENCE_DELAY);
+    BootstrapRow gone = fenceRow("gone", 5, null, null, null);
+    gone.change.delete = true;
+    rows.add(gone);
+    expected.put("gone", StayRules.NO_FENCE_DELAY);
+    String savepoint = temp.resolve("with-delays").toString();
+    SavepointBootstrap.writeRows(rows, 0x1_0000_0040L, 1_765_000_000_000L, savepoint, 128, GeometryReadOptions.defaults(),
+        GeometryFormat.WKB);
+
+    Path file = temp.resolve("with-delays.arrow");
+    assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported 62 fences");
+    Map<String, SnapshotFence> exported = fencesOf(file);
+    assertThat(dwellDelays(exported)).isEqualTo(expected);
+    assertThat(exported.get("unclosed").geometry()).as("refused").isNull();
+
+    String imported = temp.resolve("imported-with-delays").toString();
+    assertThat(command(new String[] {"bootstrap", "--from-arrow", file.toString(), "--output", imported})).startsWith("0 bootstrapped");
+    Path copied = temp.resolve("imported-with-delays.arrow");
+    assertThat(command(new String[] {"export", imported, "--to-arrow", copied.toString()})).startsWith("0 exported 62 fences");
+    assertThat(fencesOf(copied)).usingRecursiveComparison().isEqualTo(exported);
+  }
+
+  /**
+   * A bootstrap from the database writes each fence's own dwell delay from the table's {@code
+   * dwell_delay} column (an interval; null: none of its own, negative: 0), and {@code verify} finds
+   * the savepoint equal to the source: a delay is part of the row whose seq it compares. The
+   * connectors' bucket read reads the column (geofence.source.dwell-delay-column, by default).
+   */
+  @Test
+  void aBootstrapFromTheDatabaseKeepsEachFencesDwellDelay() throws Exception {
+    database("geofence_bootstrap_delays", 41);
+    try (java.sql.Statement s = db.createStatement()) {
+      s.execute("ALTER TABLE fences ADD COLUMN IF NOT EXISTS dwell_delay interval");
+    }
+    placeFences(0, 40);
+    insertRaw("unclosed", "POLYGON ((0 0, 1 0, 1 1, 0 1))", polygonWkb(0, 0, 1, 0, 1, 1, 0, 1));
+    try (java.sql.Statement s = db.createStatement()) {
+      s.execute("UPDATE fences SET dwell_delay = CASE id WHEN 'fence-0' THEN interval '90 seconds' WHEN 'fence-1' THEN interval '2 hours'"
+          + " WHEN 'fence-2' THEN interval '0' WHEN 'fence-3' THEN interval '-1 minute' ELSE interval '5 minutes' END"
+          + " WHERE id IN ('fence-0', 'fence-1', 'fence-2', 'fence-3', 'fence-38', 'unclosed')");
+    }
+    deleteFences(38, 40);
+    Map<String, Long> expected = new TreeMap<>();
+    for (int i = 0; i < 40; i++) {
+      expected.put("fence-" + i, StayRules.NO_FENCE_DELAY);
+    }
+    expected.putAll(Map.of("fence-0", 90_000L, "fence-1", 7_200_000L, "fence-2", 0L, "fence-3", 0L));
+    expected.put("unclosed", StayRules.NO_FENCE_DELAY);
+    String savepoint = temp.resolve("bootstrapped").toString();
+    assertThat(command(new String[] {"bootstrap", "--source-url", url, "--source-user", "postgres", "--slot", slot,
+        "--output", savepoint})).startsWith("0 bootstrapped");
+
+    Path file = temp.resolve("bootstrapped.arrow");
+    assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported");
+    assertThat(dwellDelays(fencesOf(file))).isEqualTo(expected);
+    assertThat(command(new String[] {"verify", savepoint, "--source-url", url, "--source-user", "postgres"}))
+        .startsWith("0 equal as of the savepoint: 0 fences differ");
+  }
+
+  /** A fence row of a bucket read: WKB, or none for a tombstone; a dwell delay of its own, or null. */
+  private static BootstrapRow fenceRow(String id, long seq, byte[] wkb, String tenant, Long dwellDelay) {
+    FenceChange change = new FenceChange();
+    change.kind = FenceChange.Kind.FENCE;
+    change.snapshot = true;
+    change.fenceId = id;
+    change.seq = seq;
+    change.geometryBytes = wkb;
+    change.tenant = tenant;
+    change.dwellDelay = dwellDelay;
+    return new BootstrapRow(change);
+  }
+
+  /** The fences of a snapshot file by id, the objects inside each in id order: a savepoint keeps them in none. */
+  private static Map<String, SnapshotFence> fencesOf(Path file) throws Exception {
+    Map<String, SnapshotFence> fences = new TreeMap<>();
+    for (SnapshotFence f : ArrowSnapshotFile.read(file).fences()) {
+      TreeMap<String, Long> inside = new TreeMap<>();
+      for (int m = 0; m < f.memberIds().length; m++) {
+        inside.put(f.memberIds()[m], f.memberSince()[m]);
+      }
+      fences.put(f.id(), new SnapshotFence(f.id(), f.seq(), f.deleted(), f.tenant(), f.dwellDelay(), f.geometry(),
+          inside.keySet().toArray(new String[0]), inside.values().stream().mapToLong(Long::longValue).toArray()));
+    }
+    return fences;
+  }
+
+  private static Map<String, Long> dwellDelays(Map<String, SnapshotFence> fences) {
+    Map<String, Long> delays = new TreeMap<>();
+    fences.forEach((id, fence) -> delays.put(id, fence.dwellDelay()));
+    return delays;
   }
 
   /** What the last command printed on its error stream: progress, and errors. */

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.readiness.Lsn;
+import dev.geofence.state.time.StayRules;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -33,26 +34,36 @@ import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
  * The columnar snapshot file: an Arrow IPC file with a row per fence (live or tombstone) of a
- * {@link FenceSnapshot}: {@code id}, {@code seq}, {@code deleted}, {@code tenant}, the bounding box
- * ({@code min_x} ... {@code max_y}), the geometry as the job holds it ({@code polygon_starts},
- * {@code ring_starts} and flat {@code coordinates}, as {@link FenceGeometry}'s arrays) and the
- * objects inside it ({@code members}, {@code member_since}). The schema's metadata carries the file
- * format version, the stream position and its commit time, the max parallelism and every bucket
- * fingerprint with its version. Geometries read back are rebuilt with {@link
- * FenceGeometry#fromArrays}, so a corrupt file fails to read rather than answering queries wrongly.
+ * {@link FenceSnapshot}: {@code id}, {@code seq}, {@code deleted}, {@code tenant}, {@code
+ * dwell_delay_ms} (the fence's own dwell delay, 0 when it never DWELLs; null when it has none and
+ * the job's holds), the bounding box ({@code min_x} ... {@code max_y}), the geometry as the job
+ * holds it ({@code polygon_starts}, {@code ring_starts} and flat {@code coordinates}, as {@link
+ * FenceGeometry}'s arrays) and the objects inside it ({@code members}, {@code member_since}). The
+ * schema's metadata carries the file format version, the stream position and its commit time, the
+ * max parallelism and every bucket fingerprint with its version. Geometries read back are rebuilt
+ * with {@link FenceGeometry#fromArrays}, so a corrupt file fails to read rather than answering
+ * queries wrongly.
+ *
+ * <p>Format 2 is format 1 with a dwell delay in {@code dwell_delay_ms}. A file none of whose
+ * fences has a delay of its own is written in format 1, which an earlier release reads, while one
+ * with delays is refused by it rather than read without them. Files of format 1 written before the
+ * column existed have no {@code dwell_delay_ms}: their fences read as having no delay of their own.
  *
  * <p>Stateless; Arrow needs {@code --add-opens=java.base/java.nio=ALL-UNNAMED} on Java 17.
  */
 public final class ArrowSnapshotFile {
 
-  /** The format this release writes and reads; another fails to read with a clear error. */
-  public static final int FORMAT_VERSION = 1;
+  /** The newest format, which a file with dwell delays is written in; a file of another fails to read with a clear error. */
+  public static final int FORMAT_VERSION = 2;
+  /** The format of a file without dwell delays, read too. */
+  static final int FORMAT_WITHOUT_DELAYS = 1;
 
   static final String FORMAT_KEY = "geofence.snapshot.format";
   static final String LSN_KEY = "geofence.stream.lsn";
   static final String COMMIT_TIME_KEY = "geofence.stream.commit_time";
   static final String MAX_PARALLELISM_KEY = "geofence.max_parallelism";
   static final String BUCKETS_KEY = "geofence.bucket_fingerprints";
+  static final String DWELL_DELAY = "dwell_delay_ms";
 
   private static final int BATCH = 8192;
   private static final String[] BOX = {"min_x", "min_y", "max_x", "max_y"};
@@ -66,7 +77,8 @@ public final class ArrowSnapshotFile {
         Field.notNullable("id", ArrowType.Utf8.INSTANCE),
         Field.notNullable("seq", new ArrowType.Int(64, true)),
         Field.notNullable("deleted", ArrowType.Bool.INSTANCE),
-        Field.nullable("tenant", ArrowType.Utf8.INSTANCE)));
+        Field.nullable("tenant", ArrowType.Utf8.INSTANCE),
+        Field.nullable(DWELL_DELAY, new ArrowType.Int(64, true))));
     for (String corner : BOX) {
       fields.add(Field.nullable(corner, new ArrowType.FloatingPoint(FloatingPointPrecision.DOUBLE)));
     }
@@ -91,13 +103,14 @@ public final class ArrowSnapshotFile {
     for (SnapshotBucket b : snapshot.buckets()) {
       buckets.add(json.createArrayNode().add(b.bucket()).add(b.fenceCount()).add(b.checksum()).add(b.version()));
     }
+    List<SnapshotFence> fences = snapshot.fences();
+    boolean delays = fences.stream().anyMatch(f -> f.dwellDelay() != StayRules.NO_FENCE_DELAY);
     Map<String, String> metadata = Map.of(
-        FORMAT_KEY, Integer.toString(FORMAT_VERSION),
+        FORMAT_KEY, Integer.toString(delays ? FORMAT_VERSION : FORMAT_WITHOUT_DELAYS),
         LSN_KEY, Lsn.format(snapshot.lsn()),
         COMMIT_TIME_KEY, Long.toString(snapshot.commitTime()),
         MAX_PARALLELISM_KEY, Integer.toString(snapshot.maxParallelism()),
         BUCKETS_KEY, buckets.toString());
-    List<SnapshotFence> fences = snapshot.fences();
     try (BufferAllocator allocator = new RootAllocator();
         VectorSchemaRoot root = VectorSchemaRoot.create(schema(metadata), allocator);
         FileChannel channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING);
@@ -126,6 +139,12 @@ public final class ArrowSnapshotFile {
       tenant.setNull(i);
     } else {
       tenant.setSafe(i, fence.tenant().getBytes(StandardCharsets.UTF_8));
+    }
+    BigIntVector delay = (BigIntVector) root.getVector(DWELL_DELAY);
+    if (fence.dwellDelay() == StayRules.NO_FENCE_DELAY) {
+      delay.setNull(i);
+    } else {
+      delay.setSafe(i, fence.dwellDelay());
     }
     UnionListWriter members = ((ListVector) root.getVector("members")).getWriter();
     members.setPosition(i);
@@ -174,10 +193,10 @@ public final class ArrowSnapshotFile {
   }
 
   /**
-   * Reads a file {@link #write} wrote.
+   * Reads a file {@link #write} wrote, or an earlier release's.
    *
    * @throws IllegalArgumentException for a file of another format version, not one of ours, or
-   *     with a geometry that does not describe closed rings
+   *     with a geometry that does not describe closed rings or an impossible dwell delay
    */
   public static FenceSnapshot read(Path file) throws IOException {
     try (BufferAllocator allocator = new RootAllocator();
@@ -189,9 +208,9 @@ public final class ArrowSnapshotFile {
       if (format == null) {
         throw new IllegalArgumentException(file + " is not a geofence snapshot file (no " + FORMAT_KEY + " in its schema)");
       }
-      if (!format.equals(Integer.toString(FORMAT_VERSION))) {
+      if (!format.equals(Integer.toString(FORMAT_VERSION)) && !format.equals(Integer.toString(FORMAT_WITHOUT_DELAYS))) {
         throw new IllegalArgumentException(file + " is of snapshot format " + format
-            + ", which this release cannot read (it reads " + FORMAT_VERSION + ")");
+            + ", which this release cannot read (it reads " + FORMAT_WITHOUT_DELAYS + " and " + FORMAT_VERSION + ")");
       }
       List<SnapshotFence> fences = new ArrayList<>();
       while (reader.loadNextBatch()) {
@@ -223,6 +242,8 @@ public final class ArrowSnapshotFile {
     }
     String id = new String(((VarCharVector) root.getVector("id")).get(i), StandardCharsets.UTF_8);
     VarCharVector tenant = (VarCharVector) root.getVector("tenant");
+    // Absent from a file written before delays.
+    BigIntVector delay = (BigIntVector) root.getVector(DWELL_DELAY);
     ListVector coordinates = (ListVector) root.getVector("coordinates");
     FenceGeometry geometry = null;
     if (!coordinates.isNull(i)) {
@@ -230,7 +251,8 @@ public final class ArrowSnapshotFile {
           ints((ListVector) root.getVector("polygon_starts"), i));
     }
     return new SnapshotFence(id, ((BigIntVector) root.getVector("seq")).get(i), ((BitVector) root.getVector("deleted")).get(i) == 1,
-        tenant.isNull(i) ? null : new String(tenant.get(i), StandardCharsets.UTF_8), geometry, ids, times);
+        tenant.isNull(i) ? null : new String(tenant.get(i), StandardCharsets.UTF_8),
+        delay == null || delay.isNull(i) ? StayRules.NO_FENCE_DELAY : delay.get(i), geometry, ids, times);
   }
 
   private static int[] ints(ListVector vector, int i) {
