@@ -22,9 +22,9 @@
 --
 -- The versioning of one fences table is made by geofence_versioning(table, id column[,
 -- publication]), below: this file applies it to the shipped fences table if there is one. A table
--- of your own needs a "seq bigint NOT NULL DEFAULT 1" column; its id, geometry and tenant columns
--- may have other names (the job's --id-column, --geometry-column and --tenant-column). Version it
--- in the same transaction:
+-- of your own needs a "seq bigint NOT NULL DEFAULT 1" column; its id, geometry, tenant and dwell
+-- delay columns may have other names (the job's --id-column, --geometry-column, --tenant-column and
+-- --dwell-delay-column). Version it in the same transaction:
 --   psql -1 -f fence-versioning.sql -c "SELECT geofence_versioning('zones', 'zone_id')"
 -- The bucket fingerprints are those of one table: version one fences table per database.
 

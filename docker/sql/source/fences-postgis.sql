@@ -10,7 +10,19 @@ CREATE TABLE IF NOT EXISTS fences (
     -- repairs or dead-letters bad shapes with a reason, so none goes missing silently.
     geom        geometry(Geometry, 4326) NOT NULL,
     tenant      text,
+    -- The fence's own loitering delay: an object inside it this long DWELLs (0: never). Where null,
+    -- and in a table without the column (--dwell-delay-column names it), the job's --dwell-delay holds.
+    dwell_delay interval,
     name        text,
     properties  jsonb,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- A table an earlier release made gets the column too; only then, since adding it locks the table.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'fences'::regclass AND attname = 'dwell_delay'
+                   AND NOT attisdropped) THEN
+        ALTER TABLE fences ADD COLUMN dwell_delay interval;
+    END IF;
+END $$;

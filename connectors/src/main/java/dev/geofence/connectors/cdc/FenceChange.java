@@ -64,6 +64,15 @@ public class FenceChange {
     return dwellDelay == null ? StayRules.NO_FENCE_DELAY : Math.max(0, dwellDelay);
   }
 
+  /**
+   * The dwell delay of an interval of {@code micros} microseconds, as Debezium delivers one ({@code
+   * io.debezium.time.MicroDuration}), in whole milliseconds: the change stream and the reads of the
+   * table convert it here, so that the two agree.
+   */
+  public static long dwellDelayOfMicros(long micros) {
+    return micros / 1000;
+  }
+
   /** A heartbeat's copy for key group {@code keyGroup}, carried in {@link #bucket}. */
   public FenceChange copyForKeyGroup(int keyGroup) {
     FenceChange copy = heartbeat(commitTime, lsn);

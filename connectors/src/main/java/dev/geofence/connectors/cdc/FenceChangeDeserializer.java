@@ -1,12 +1,14 @@
 package dev.geofence.connectors.cdc;
 
 import dev.geofence.connectors.config.GeofenceOptions;
+import io.debezium.time.MicroDuration;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.cdc.debezium.DebeziumDeserializationSchema;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.connect.data.Field;
+import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.source.SourceRecord;
 
@@ -110,7 +112,29 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
       Object tenant = after.get(columns.tenant());
       change.tenant = tenant == null ? null : tenant.toString();
     }
+    readDwellDelay(after, change);
     out.collect(change);
+  }
+
+  /**
+   * The fence's own dwell delay, where the table has the column: an interval, which Debezium
+   * delivers as microseconds (its interval.handling.mode numeric, which {@link FenceSource} sets).
+   */
+  private void readDwellDelay(Struct row, FenceChange change) {
+    Field field = columns.dwellDelay() == null ? null : row.schema().field(columns.dwellDelay());
+    if (field == null) {
+      return;
+    }
+    Schema schema = field.schema();
+    if (schema.type() != Schema.Type.INT64 || !MicroDuration.SCHEMA_NAME.equals(schema.name())) {
+      throw new IllegalStateException("the fences table " + columns.fencesTable() + " has a dwell delay column '"
+          + columns.dwellDelay() + "' that arrives as " + schema.type() + (schema.name() == null ? "" : " " + schema.name())
+          + ", not as an interval's microseconds (" + MicroDuration.SCHEMA_NAME + "): it must be of type interval, read with"
+          + " Debezium's interval.handling.mode numeric (option " + GeofenceOptions.DWELL_DELAY_COLUMN.key()
+          + ", or --dwell-delay-column)");
+    }
+    Long micros = (Long) row.get(field);
+    change.dwellDelay = micros == null ? null : FenceChange.dwellDelayOfMicros(micros);
   }
 
   private void readGeometry(Struct row, FenceChange change) {

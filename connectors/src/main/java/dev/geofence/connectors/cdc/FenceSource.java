@@ -49,6 +49,9 @@ public final class FenceSource {
     // numRecordsInErrors, which then grows with every delete as if records were lost. Flink CDC's
     // MySQL and Oracle sources turn them off the same way; its Postgres source does not.
     debezium.setProperty("tombstones.on.delete", "false");
+    // A fence's own dwell delay is an interval column: as microseconds (Debezium's default, said
+    // here because the deserializer reads that and the rebuilds' reads compute the same number).
+    debezium.setProperty("interval.handling.mode", "numeric");
     // Whatever the user passed through wins.
     debezium.putAll(options.debeziumProperties());
     return PostgresIncrementalSource.<FenceChange>builder()

@@ -25,6 +25,7 @@ public final class FenceTableColumns implements Serializable {
   private final String seq;
   private final String geometry;
   private final String tenant;
+  private final String dwellDelay;
 
   private FenceTableColumns(Builder b) {
     this.schema = identifier("schema", b.schema);
@@ -36,6 +37,7 @@ public final class FenceTableColumns implements Serializable {
     this.seq = identifier("seq column", b.seq);
     this.geometry = identifier("geometry column", b.geometry);
     this.tenant = b.tenant == null ? null : identifier("tenant column", b.tenant);
+    this.dwellDelay = b.dwellDelay == null ? null : identifier("dwell delay column", b.dwellDelay);
   }
 
   static String identifier(String what, String name) {
@@ -64,11 +66,12 @@ public final class FenceTableColumns implements Serializable {
   /**
    * The fences table and its column mapping as configured ({@link GeofenceOptions#FENCES_TABLE},
    * {@link GeofenceOptions#ID_COLUMN}, {@link GeofenceOptions#GEOMETRY_COLUMN}, {@link
-   * GeofenceOptions#TENANT_COLUMN}); the other tables are the migration's.
+   * GeofenceOptions#TENANT_COLUMN}, {@link GeofenceOptions#DWELL_DELAY_COLUMN}); the other tables are the migration's.
    */
   public static FenceTableColumns from(ReadableConfig config) {
     return builder().fencesTable(config.get(GeofenceOptions.FENCES_TABLE)).id(config.get(GeofenceOptions.ID_COLUMN))
-        .geometry(config.get(GeofenceOptions.GEOMETRY_COLUMN)).tenant(config.get(GeofenceOptions.TENANT_COLUMN)).build();
+        .geometry(config.get(GeofenceOptions.GEOMETRY_COLUMN)).tenant(config.get(GeofenceOptions.TENANT_COLUMN))
+        .dwellDelay(config.get(GeofenceOptions.DWELL_DELAY_COLUMN)).build();
   }
 
   public static Builder builder() {
@@ -114,6 +117,11 @@ public final class FenceTableColumns implements Serializable {
     return tenant;
   }
 
+  /** The column of each fence's own dwell delay (an interval), or null when fences have none. */
+  public String dwellDelay() {
+    return dwellDelay;
+  }
+
   @Override
   public boolean equals(Object o) {
     if (!(o instanceof FenceTableColumns)) {
@@ -125,17 +133,19 @@ public final class FenceTableColumns implements Serializable {
         && bucketStatsTable.equals(that.bucketStatsTable)
         && tombstonesTable.equals(that.tombstonesTable)
         && id.equals(that.id) && seq.equals(that.seq) && geometry.equals(that.geometry)
-        && Objects.equals(tenant, that.tenant);
+        && Objects.equals(tenant, that.tenant) && Objects.equals(dwellDelay, that.dwellDelay);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(schema, fencesTable, heartbeatTable, bucketStatsTable, tombstonesTable, id, seq, geometry, tenant);
+    return Objects.hash(schema, fencesTable, heartbeatTable, bucketStatsTable, tombstonesTable, id, seq, geometry, tenant,
+        dwellDelay);
   }
 
   @Override
   public String toString() {
-    return schema + "." + fencesTable + "(" + id + ", " + seq + ", " + geometry + ", " + tenant + "), " + schema + "." + bucketStatsTable;
+    return schema + "." + fencesTable + "(" + id + ", " + seq + ", " + geometry + ", " + tenant + ", " + dwellDelay + "), "
+        + schema + "." + bucketStatsTable;
   }
 
   /** Builder of {@link FenceTableColumns}; defaults match the shipped migration. */
@@ -149,6 +159,7 @@ public final class FenceTableColumns implements Serializable {
     private String seq = "seq";
     private String geometry = GeofenceOptions.GEOMETRY_COLUMN.defaultValue();
     private String tenant = GeofenceOptions.TENANT_COLUMN.defaultValue();
+    private String dwellDelay = GeofenceOptions.DWELL_DELAY_COLUMN.defaultValue();
 
     private Builder() {}
 
@@ -185,6 +196,15 @@ public final class FenceTableColumns implements Serializable {
     /** The tenant column; null when fences have none (a table without the column has none either). */
     public Builder tenant(String tenant) {
       this.tenant = tenant;
+      return this;
+    }
+
+    /**
+     * The column of each fence's own dwell delay; null when fences have none (a table without the
+     * column has none either), and the job's holds for every fence.
+     */
+    public Builder dwellDelay(String dwellDelay) {
+      this.dwellDelay = dwellDelay;
       return this;
     }
 

@@ -54,6 +54,12 @@ public final class GeofenceOptions {
   public static final ConfigOption<String> TENANT_COLUMN = key("geofence.source.tenant-column").stringType().defaultValue("tenant")
       .withDescription("The fences table's tenant column; a table without it has no tenants.");
 
+  public static final ConfigOption<String> DWELL_DELAY_COLUMN = key("geofence.source.dwell-delay-column").stringType()
+      .defaultValue("dwell_delay")
+      .withDescription("The fences table's column of each fence's own loitering delay, an interval: where set, it holds for"
+          + " that fence instead of geofence.triggers.dwell-delay (0 or less: the fence never DWELLs); where null, and for every"
+          + " fence of a table without the column, the job's holds.");
+
   public static final ConfigOption<GeometryFormat> GEOMETRY_FORMAT = key("geofence.source.geometry-format")
       .enumType(GeometryFormat.class).defaultValue(GeometryFormat.WKB)
       .withDescription("How the geometry column arrives: wkb (PostGIS geometry or bytea), wkt or geojson (text).");

@@ -15,6 +15,7 @@ public final class SourceFlags {
   public static final Flag ID_COLUMN = Flag.text("id-column", "NAME", GeofenceOptions.ID_COLUMN);
   public static final Flag GEOMETRY_COLUMN = Flag.text("geometry-column", "NAME", GeofenceOptions.GEOMETRY_COLUMN);
   public static final Flag TENANT_COLUMN = Flag.text("tenant-column", "NAME", GeofenceOptions.TENANT_COLUMN);
+  public static final Flag DWELL_DELAY_COLUMN = Flag.text("dwell-delay-column", "NAME", GeofenceOptions.DWELL_DELAY_COLUMN);
   public static final Flag GEOMETRY_FORMAT = Flag.choice("geometry-format", GeofenceOptions.GEOMETRY_FORMAT, GeometryFormat.class);
   public static final Flag SLOT = Flag.text("slot", "NAME", GeofenceOptions.SLOT);
 
@@ -22,6 +23,6 @@ public final class SourceFlags {
 
   /** The fences table and its column mapping ({@link dev.geofence.connectors.cdc.FenceTableColumns#from}). */
   public static List<Flag> table() {
-    return List.of(FENCES_TABLE, ID_COLUMN, GEOMETRY_COLUMN, TENANT_COLUMN);
+    return List.of(FENCES_TABLE, ID_COLUMN, GEOMETRY_COLUMN, TENANT_COLUMN, DWELL_DELAY_COLUMN);
   }
 }

@@ -181,8 +181,9 @@ public final class BucketRead {
   }
 
   /**
-   * The query of live fences (id, seq, geometry, tenant, bucket) without its condition; the id as
-   * text to compare with, the seq column and the table, quoted; and whether the geometry is bytes.
+   * The query of live fences (id, seq, geometry, tenant, bucket, dwell delay) without its condition;
+   * the id as text to compare with, the seq column and the table, quoted; and whether the geometry
+   * is bytes.
    */
   record FencesQuery(String select, String id, String seq, String table, boolean binary) {
     /** The fences of the buckets its one parameter lists. */
@@ -201,6 +202,10 @@ public final class BucketRead {
         change.geometryText = r.getString(3);
       }
       change.tenant = r.getString(4);
+      // Debezium's microseconds, still the double it computes them in: cast to a whole number as it
+      // casts them, then converted as the change stream converts them.
+      double dwellDelay = r.getDouble(6);
+      change.dwellDelay = r.wasNull() ? null : FenceChange.dwellDelayOfMicros((long) dwellDelay);
       return change;
     }
   }
@@ -249,17 +254,26 @@ public final class BucketRead {
   static FencesQuery fencesQuery(Connection db, FenceTableColumns c) throws SQLException {
     String geometryType = null;
     boolean hasTenant = false;
-    try (PreparedStatement s = db.prepareStatement("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
-        + " WHERE attrelid = ?::regclass AND attname IN (?, ?) AND attnum > 0 AND NOT attisdropped")) {
+    boolean hasDwellDelay = false;
+    try (PreparedStatement s = db.prepareStatement("SELECT attname, format_type(atttypid, atttypmod),"
+        + " atttypid = 'interval'::regtype FROM pg_attribute"
+        + " WHERE attrelid = ?::regclass AND attname IN (?, ?, ?) AND attnum > 0 AND NOT attisdropped")) {
       s.setString(1, c.qualified(c.fencesTable()));
       s.setString(2, c.geometry());
       s.setString(3, c.tenant() == null ? c.geometry() : c.tenant());
+      s.setString(4, c.dwellDelay() == null ? c.geometry() : c.dwellDelay());
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
-          if (r.getString(1).equals(c.geometry())) {
+          String column = r.getString(1);
+          if (column.equals(c.geometry())) {
             geometryType = r.getString(2);
-          } else {
+          } else if (column.equals(c.tenant())) {
             hasTenant = true;
+          } else if (r.getBoolean(3)) {
+            hasDwellDelay = true;
+          } else {
+            throw new SQLException("the fences table " + c.schema() + "." + c.fencesTable() + " has a dwell delay column "
+                + column + " of type " + r.getString(2) + ", not interval");
           }
         }
       }
@@ -276,9 +290,30 @@ public final class BucketRead {
     }
     // As in the change stream: a table without the tenant column has no tenants.
     String tenant = hasTenant ? quote(c.tenant()) + "::text" : "NULL";
+    // Likewise a table without the dwell delay column has no fence of its own delay.
+    String dwellDelay = hasDwellDelay ? debeziumMicros(quote(c.dwellDelay())) : "NULL";
     String id = quote(c.id()) + "::text";
-    return new FencesQuery("SELECT " + id + ", " + quote(c.seq()) + ", " + geometry + ", " + tenant + ", fence_bucket(" + id + ")"
-        + " FROM " + c.qualified(c.fencesTable()), id, quote(c.seq()), c.qualified(c.fencesTable()), binary);
+    return new FencesQuery("SELECT " + id + ", " + quote(c.seq()) + ", " + geometry + ", " + tenant + ", fence_bucket(" + id
+        + "), " + dwellDelay + " FROM " + c.qualified(c.fencesTable()), id, quote(c.seq()), c.qualified(c.fencesTable()), binary);
+  }
+
+  /**
+   * The microseconds Debezium makes of an {@code interval} in the change stream, as the double it
+   * computes before casting it to a whole number: a fence a rebuild reads has the dwell delay the
+   * stream gives it. Debezium 1.9 parses the interval's text (IntervalStyle postgres, the default)
+   * into PostgreSQL's fields, the seconds as {@code whole + micros / 1e6} (pgjdbc's PGInterval),
+   * and adds them up in doubles with months of 365.25 / 12 days (MicroDuration.durationMicros); the
+   * same operations here, in the same order on the same IEEE doubles, give the same number, which
+   * exact arithmetic would not always: '1.005 seconds' is 1004999.9999999999 there, so 1004 ms.
+   * (EXTRACT(EPOCH ...) counts months as 30 days.)
+   */
+  static String debeziumMicros(String interval) {
+    String seconds = "trunc(extract(second FROM " + interval + "))";
+    return "((((((12 * extract(year FROM " + interval + ") + extract(month FROM " + interval + "))::float8 * 30.4375"
+        + " + extract(day FROM " + interval + ")::float8) * 24 + extract(hour FROM " + interval + ")::float8) * 60"
+        + " + extract(minute FROM " + interval + ")::float8) * 60"
+        + " + (" + seconds + "::float8 + (extract(microseconds FROM " + interval + ") - 1000000 * " + seconds + ")::float8"
+        + " / 1000000)) * 1000000)";
   }
 
   static void readFingerprints(Connection db, FenceTableColumns c, Array buckets, Consumer<FenceChange> out) throws SQLException {
