@@ -37,7 +37,9 @@ import org.slf4j.LoggerFactory;
  * dead letters must equal it exactly. The job starts at parallelism 1, is stopped with a savepoint
  * in the middle and restored at parallelism 3, and the late locations after the restore need the
  * fence history of before it. With a loitering delay and a presence timeout set, the oracle keeps
- * each stay's ENTER time: a stay that lasts the delay DWELLs at its ENTER + delay, and an object
+ * each stay's ENTER time: a stay that lasts the delay of the fence version of its ENTER (the fence's
+ * own, from the fences table's {@code dwell_delay} column, set when a fence is created and kept by
+ * its reshapes; else the job's) DWELLs at its ENTER + delay, and an object
  * with no location for the timeout EXITs its fences at its last location + timeout (docs/semantics.md);
  * at the end the clock is moved past every object's silence by the lateness, so every stay ends.
  *
@@ -56,12 +58,23 @@ class EventTimeOracleITCase extends EndToEndFixture {
   private static final long DELAY = 2_000;
   private static final long TIMEOUT = 8_000;
 
-  /** One version of a fence in the oracle's timeline: from its commit time on (MIN_VALUE: since ever), null when deleted. */
-  private record Version(long from, Geometry shape) {}
+  /**
+   * One version of a fence in the oracle's timeline: from its commit time on (MIN_VALUE: since
+   * ever), null when deleted; with the delay a stay that begins in it DWELLs after, its own or the
+   * job's (0: never).
+   */
+  private record Version(long from, Geometry shape, long delay) {}
 
   private final Map<String, List<Version>> timelines = new HashMap<>();
-  /** Each object's open stays: fence to ENTER time. */
+  /** Each object's open stays: fence to DWELL time (ENTER + the delay of the version of then; MAX_VALUE: never). */
   private final Map<String, Map<String, Long>> stays = new HashMap<>();
+  /** The open stays ("object fence") in a fence version with a delay of its own other than 0. */
+  private final Set<String> ownDelayStays = new HashSet<>();
+  /** Each open stay's ENTER time. */
+  private final Map<String, Long> enters = new HashMap<>();
+  /** DWELLs by a fence's own delay, and looks at stays in fences that never DWELL once they had lasted the job's delay. */
+  private int ownDelayDwells;
+  private int neverPastTheJobsDelay;
   /** The open stays ("object fence") that have DWELLed. */
   private final Set<String> dwelled = new HashSet<>();
   private final Map<String, Long> newest = new HashMap<>();
@@ -128,9 +141,12 @@ class EventTimeOracleITCase extends EndToEndFixture {
     // Deletes EXIT whoever the random walk left inside, often nobody: not required here.
     assertThat(expectedTriggers).as("DWELL, silence and locations' EXITs exercised").anyMatch(t -> t.contains(" DWELL loitering "))
         .anyMatch(t -> t.contains(" EXIT silence ")).anyMatch(t -> t.contains(" EXIT location "));
+    assertThat(ownDelayDwells).as("DWELLs by a fence's own delay").isPositive();
+    assertThat(neverPastTheJobsDelay).as("stays in fences that never DWELL, past the job's delay").isPositive();
     LoggerFactory.getLogger(EventTimeOracleITCase.class).info(
-        "{} triggers and {} dead letters as the oracle's; {} answers of superseded versions; {} EXITs caused by a reshape",
-        expectedTriggers.size(), expectedLetters.size(), historicAnswers, reshaped);
+        "{} triggers and {} dead letters as the oracle's; {} answers of superseded versions; {} EXITs caused by a reshape;"
+        + " {} DWELLs by a fence's own delay; {} stays in fences that never DWELL, past the job's delay",
+        expectedTriggers.size(), expectedLetters.size(), historicAnswers, reshaped, ownDelayDwells, neverPastTheJobsDelay);
   }
 
   /** Edits, then objects moving on time, then a messy file. */
@@ -161,17 +177,20 @@ class EventTimeOracleITCase extends EndToEndFixture {
         createFence(0);
       } else if (kind == 1 && !deleted.isEmpty()) {
         String id = deleted.get(random.nextInt(deleted.size()));
-        upsertFence(id, shape());
-        record(id, fences.get(id), commitTime("fences", id));
+        Long own = ownDelay();
+        upsertFence(id, shape(), own);
+        record(id, fences.get(id), commitTime("fences", id), own);
       } else if (kind == 2) {
+        // A reshape keeps the fence's delay: only the geometry is updated.
         String id = live.get(random.nextInt(live.size()));
         upsertFence(id, shape());
-        record(id, fences.get(id), commitTime("fences", id));
+        List<Version> timeline = timelines.get(id);
+        timeline.add(new Version(commitTime("fences", id), fences.get(id), timeline.get(timeline.size() - 1).delay()));
       } else {
         String id = live.get(random.nextInt(live.size()));
         deleteFence(id);
         long at = commitTime("fence_tombstones", id);
-        record(id, null, at);
+        timelines.get(id).add(new Version(at, null, 0));
         // The delete EXITs every object inside, at once; one silent since before it has EXITed already.
         for (String object : new ArrayList<>(stays.keySet())) {
           if (stays.get(object).containsKey(id)) {
@@ -190,16 +209,23 @@ class EventTimeOracleITCase extends EndToEndFixture {
 
   private void createFence(long since) throws Exception {
     String id = "fence-" + fenceIds++;
-    upsertFence(id, shape());
-    record(id, fences.get(id), since == Long.MIN_VALUE ? Long.MIN_VALUE : commitTime("fences", id));
+    Long own = ownDelay();
+    upsertFence(id, shape(), own);
+    record(id, fences.get(id), since == Long.MIN_VALUE ? Long.MIN_VALUE : commitTime("fences", id), own);
+  }
+
+  /** A fence's own dwell delay in milliseconds, or null (the job's): most have none, some never DWELL, some sooner or later than the job's. */
+  private Long ownDelay() {
+    int pick = random.nextInt(5);
+    return pick < 2 ? null : pick == 2 ? 0L : pick == 3 ? 700L : 3_500L;
   }
 
   private Geometry shape() {
     return GeneratedFences.star(random, random.nextDouble(10), random.nextDouble(10), 1 + random.nextDouble(2), 6 + random.nextInt(30));
   }
 
-  private void record(String id, Geometry shape, long from) {
-    timelines.computeIfAbsent(id, k -> new ArrayList<>()).add(new Version(from, shape));
+  private void record(String id, Geometry shape, long from, Long ownDelay) {
+    timelines.computeIfAbsent(id, k -> new ArrayList<>()).add(new Version(from, shape, ownDelay == null ? DELAY : ownDelay));
   }
 
   /** The commit time of the row's last write, in milliseconds as the change stream carries it. */
@@ -281,6 +307,7 @@ class EventTimeOracleITCase extends EndToEndFixture {
     Point point = JTS.createPoint(new Coordinate(l.lon, l.lat));
     Set<String> before = new HashSet<>(stays.getOrDefault(l.objectId, Map.of()).keySet());
     Set<String> now = new HashSet<>();
+    Map<String, Long> dueIfEntered = new HashMap<>();
     for (Map.Entry<String, List<Version>> e : timelines.entrySet()) {
       String id = e.getKey();
       boolean deletedSince = e.getValue().stream().anyMatch(v -> v.from() > l.timestamp && v.shape() == null);
@@ -293,15 +320,19 @@ class EventTimeOracleITCase extends EndToEndFixture {
       if (before.contains(id)) {
         dwellIfDue(l.objectId, id, l.timestamp);
       }
-      Geometry then = null;
+      Version then = null;
       for (Version v : e.getValue()) {
         if (v.from() <= l.timestamp) {
-          then = v.shape();
+          then = v;
         }
       }
-      boolean inside = then != null && then.covers(point);
+      boolean inside = then != null && then.shape() != null && then.shape().covers(point);
       if (inside) {
         now.add(id);
+        dueIfEntered.put(id, then.delay() > 0 ? l.timestamp + then.delay() : Long.MAX_VALUE);
+        if (then.delay() != DELAY && !before.contains(id)) {
+          ownDelayStays.add(l.objectId + " " + id);
+        }
       }
       Geometry current = current(id);
       if (inside != (current != null && current.covers(point))) {
@@ -311,7 +342,8 @@ class EventTimeOracleITCase extends EndToEndFixture {
     for (String f : now) {
       if (!before.contains(f)) {
         expectedTriggers.add(l.objectId + " " + f + " ENTER location " + l.timestamp);
-        stays.computeIfAbsent(l.objectId, o -> new HashMap<>()).put(f, l.timestamp);
+        stays.computeIfAbsent(l.objectId, o -> new HashMap<>()).put(f, dueIfEntered.get(f));
+        enters.put(l.objectId + " " + f, l.timestamp);
       }
     }
     for (String f : before) {
@@ -322,12 +354,14 @@ class EventTimeOracleITCase extends EndToEndFixture {
     }
   }
 
-  /** A stay open at {@code time}, or ending then, DWELLs if it has lasted the delay and has not yet. */
+  /** A stay open at {@code time}, or ending then, DWELLs if it has lasted its delay and has not yet. */
   private void dwellIfDue(String object, String fence, long time) {
-    long enter = stays.get(object).get(fence);
-    if (enter + DELAY <= time && dwelled.add(object + " " + fence)) {
-      expectedTriggers.add(object + " " + fence + " DWELL loitering " + (enter + DELAY));
+    long due = stays.get(object).get(fence);
+    if (due <= time && dwelled.add(object + " " + fence)) {
+      expectedTriggers.add(object + " " + fence + " DWELL loitering " + due);
+      ownDelayDwells += ownDelayStays.contains(object + " " + fence) ? 1 : 0;
     }
+    neverPastTheJobsDelay += due == Long.MAX_VALUE && time - DELAY >= enters.get(object + " " + fence) ? 1 : 0;
   }
 
   /** The object fell silent at {@code at}: every stay of it ends then. */
@@ -343,6 +377,8 @@ class EventTimeOracleITCase extends EndToEndFixture {
     Map<String, Long> open = stays.get(object);
     open.remove(fence);
     dwelled.remove(object + " " + fence);
+    ownDelayStays.remove(object + " " + fence);
+    enters.remove(object + " " + fence);
     if (open.isEmpty()) {
       stays.remove(object);
     }

@@ -94,6 +94,7 @@ public final class GeofenceCommand {
       SourceFlags.ID_COLUMN,
       SourceFlags.GEOMETRY_COLUMN,
       SourceFlags.TENANT_COLUMN,
+      SourceFlags.DWELL_DELAY_COLUMN,
       SourceFlags.GEOMETRY_FORMAT,
       Flag.choice("invalid-polygons", GeofenceOptions.INVALID_POLYGONS, InvalidPolygonPolicy.class),
       Flag.number("evaluation-batch-size", "N", GeofenceOptions.EVALUATION_BATCH_SIZE),

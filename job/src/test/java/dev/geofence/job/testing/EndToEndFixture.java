@@ -36,13 +36,13 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.UUID;
 import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.sql.Types;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -54,6 +54,7 @@ import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -543,6 +544,26 @@ public abstract class EndToEndFixture {
         + FenceTableColumns.quote(columns.geometry()) + " = excluded." + FenceTableColumns.quote(columns.geometry()))) {
       s.setString(1, id);
       s.setBytes(2, new WKBWriter().write(shape));
+      s.execute();
+    }
+    fences.put(id, shape);
+  }
+
+  /**
+   * Creates or re-creates the fence, or reshapes it, with its own dwell delay in milliseconds (null:
+   * none, the job's holds) in the mapped column, in one statement: one edit.
+   */
+  public void upsertFence(String id, Geometry shape, Long dwellDelayMillis) throws Exception {
+    awaitClockPastLocations();
+    String delay = FenceTableColumns.quote(columns.dwellDelay());
+    try (PreparedStatement s = db.prepareStatement("INSERT INTO " + columns.qualified(columns.fencesTable())
+        + " (" + FenceTableColumns.quote(columns.id()) + ", " + FenceTableColumns.quote(columns.geometry()) + ", " + delay
+        + ") VALUES (?, " + geometryParameter() + ", ? * interval '1 millisecond') ON CONFLICT (" + FenceTableColumns.quote(columns.id())
+        + ") DO UPDATE SET " + FenceTableColumns.quote(columns.geometry()) + " = excluded." + FenceTableColumns.quote(columns.geometry())
+        + ", " + delay + " = excluded." + delay)) {
+      s.setString(1, id);
+      s.setBytes(2, new WKBWriter().write(shape));
+      s.setObject(3, dwellDelayMillis, Types.BIGINT);
       s.execute();
     }
     fences.put(id, shape);
