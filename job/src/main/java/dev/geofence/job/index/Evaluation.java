@@ -148,9 +148,7 @@ public final class Evaluation {
    * changed since, else the index's (docs/design.md#a-delay-per-fence).
    */
   private long dwellAt(String fenceId, long since, FenceHistory.Version then) {
-    // Without own delays in the index, no lookup: for a segment's fence it hashes the id twice.
-    long own = then != null ? then.dwellDelay()
-        : fences.index().hasDwellDelays() ? fences.index().dwellDelayOf(fenceId) : StayRules.NO_FENCE_DELAY;
+    long own = then != null ? then.dwellDelay() : fences.index().dwellDelayOf(fenceId);
     return stays.dwellAt(since, own);
   }
 

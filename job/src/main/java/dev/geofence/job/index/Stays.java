@@ -56,7 +56,8 @@ final class Stays {
    */
   long dwellAt(long since, long fenceDelay) {
     long delay = rules.dwellDelayOf(fenceDelay);
-    return delay > 0 ? since + delay : Long.MAX_VALUE;
+    // A delay past the end of time (a file may hold one) never comes rather than wrapping round.
+    return delay > 0 && delay < Long.MAX_VALUE - since ? since + delay : Long.MAX_VALUE;
   }
 
   /** Whether the clock has decided a DWELL of {@code due} by {@code clock}. */

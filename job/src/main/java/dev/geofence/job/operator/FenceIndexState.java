@@ -345,12 +345,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
         (FenceKey key, ValueState<BucketFingerprint> state) -> restored.fingerprint(state.value()));
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, positionStateDescriptor(),
         (FenceKey key, ValueState<StreamPosition> state) -> restored.position(state.value()));
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, membersStateDescriptor(),
-        (FenceKey key, MapState<String, Long> state) -> {
-          for (Map.Entry<String, Long> member : state.entries()) {
-            restored.member(key.id, member.getKey(), member.getValue());
-          }
-        });
+    // The history before the members: whether a restored stay may still DWELL can depend on a
+    // version the history holds (a fence's delay since changed).
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, historyStateDescriptor(),
         (FenceKey key, MapState<Long, StoredFence> state) -> {
           List<Long> ends = new ArrayList<>();
@@ -358,6 +354,12 @@ public final class FenceIndexState implements LedgerStore, Membership {
           Collections.sort(ends);
           for (Long until : ends) {
             restored.version(key.id, until, state.get(until));
+          }
+        });
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, membersStateDescriptor(),
+        (FenceKey key, MapState<String, Long> state) -> {
+          for (Map.Entry<String, Long> member : state.entries()) {
+            restored.member(key.id, member.getKey(), member.getValue());
           }
         });
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, queuedStateDescriptor(),

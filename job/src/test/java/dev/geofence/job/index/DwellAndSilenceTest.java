@@ -308,6 +308,36 @@ class DwellAndSilenceTest {
   }
 
   /**
+   * With the job's delay off, a stay in a fence whose own delay was removed after its ENTER still
+   * DWELLs by it after a restore: the version of its ENTER is in the history, read before the
+   * members, so the restore knows the stay may DWELL even though no fence has a delay now.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aDelayRemovedDuringAStayStillDwellsItAfterARestoreWithTheJobsOff(String backend) throws Exception {
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(StayRules.OFF, backend)) {
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.sendAllBuckets();
+      source.send(withDelay(upsert("own", 1, SQUARE, false, 1000), 3000L));
+      harness.processElement2(location("o1", 2000, 5, 5), 2000);
+      source.send(upsert("own", 2, SQUARE, false, 2500));
+      watermark(harness, 2600);
+      snapshot = harness.snapshot(1, 2600);
+    }
+    try (var harness = harness(StayRules.OFF, backend)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+      source.live.put("own", 2L);
+      source.sendAllBuckets();
+      watermark(harness, 5000 + LATENESS);
+      assertThat(described(harness)).containsExactly("DWELL loitering o1 own@2 t=5000");
+    }
+  }
+
+  /**
    * At 4600: o1 and o2 inside every fence since 2000, own's delay 3000 then; own's delay changed to
    * 20000 at 4000, after which o3 entered, at 4500.
    */

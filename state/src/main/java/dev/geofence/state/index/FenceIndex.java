@@ -160,7 +160,7 @@ public final class FenceIndex {
     this.overlay = packed;
   }
 
-  /** Inserts the fence without a dwell delay of its own, or replaces its geometry and tenant. */
+  /** Inserts the fence without a dwell delay of its own, or replaces it as such: its geometry and tenant, and no delay. */
   public void upsert(String id, String tenant, FenceGeometry geometry) {
     upsert(id, tenant, StayRules.NO_FENCE_DELAY, geometry);
   }
@@ -337,6 +337,10 @@ public final class FenceIndex {
 
   /** The own dwell delay of the fence indexed under {@code id}, or {@link StayRules#NO_FENCE_DELAY}: none, or no such fence. */
   public long dwellDelayOf(String id) {
+    // Without delays, no lookup: for a segment's fence it hashes the id twice.
+    if (!hasDwellDelays()) {
+      return StayRules.NO_FENCE_DELAY;
+    }
     int slot = slotOf(id);
     if (slot < 0) {
       return StayRules.NO_FENCE_DELAY;
