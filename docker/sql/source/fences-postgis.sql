@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS fences (
     -- repairs or dead-letters bad shapes with a reason, so none goes missing silently.
     geom        geometry(Geometry, 4326) NOT NULL,
     tenant      text,
-    -- The fence's own loitering delay: an object inside it this long DWELLs (0: never). Where null,
+    -- The fence's own dwell delay: an object inside it this long DWELLs (0: never). Where null,
     -- and in a table without the column (--dwell-delay-column names it), the job's --dwell-delay holds.
     dwell_delay interval,
     name        text,

@@ -7,7 +7,7 @@ CREATE TABLE IF NOT EXISTS fences (
     -- WKB or EWKB of a Polygon or MultiPolygon, longitude/latitude (SRID 4326 or none).
     geom        bytea NOT NULL,
     tenant      text,
-    -- The fence's own loitering delay: an object inside it this long DWELLs (0: never). Where null,
+    -- The fence's own dwell delay: an object inside it this long DWELLs (0: never). Where null,
     -- and in a table without the column (--dwell-delay-column names it), the job's --dwell-delay holds.
     dwell_delay interval,
     name        text,

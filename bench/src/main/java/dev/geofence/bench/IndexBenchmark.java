@@ -4,6 +4,7 @@ import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.index.PackedRTree;
 import dev.geofence.state.shape.Shapes;
+import dev.geofence.state.time.StayRules;
 import java.lang.ref.Reference;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -225,7 +226,7 @@ public final class IndexBenchmark {
     FenceIndex index = new FenceIndex(
         PackedRTree.DEFAULT_NODE_SIZE, FenceIndex.DEFAULT_OVERLAY_RATIO, FenceIndex.DEFAULT_MIN_OVERLAY, packing);
     for (int i = 0; i < fences; i++) {
-      index.upsert("fence-" + i, null, geometries[i]);
+      index.upsert("fence-" + i, null, StayRules.NO_FENCE_DELAY, geometries[i]);
     }
     index.prepareForQuery();
     result.buildSeconds = (System.nanoTime() - t0) / 1e9;

@@ -68,7 +68,7 @@ class EventTimeOracleITCase extends EndToEndFixture {
   private final Map<String, List<Version>> timelines = new HashMap<>();
   /** Each object's open stays: fence to DWELL time (ENTER + the delay of the version of then; MAX_VALUE: never). */
   private final Map<String, Map<String, Long>> stays = new HashMap<>();
-  /** The open stays ("object fence") in a fence version with a delay of its own other than 0. */
+  /** The open stays ("object fence") in a fence version with a delay of its own other than the job's. */
   private final Set<String> ownDelayStays = new HashSet<>();
   /** Each open stay's ENTER time. */
   private final Map<String, Long> enters = new HashMap<>();

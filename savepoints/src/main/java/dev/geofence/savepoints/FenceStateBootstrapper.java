@@ -60,7 +60,7 @@ final class FenceStateBootstrapper extends KeyedStateBootstrapFunction<FenceKey,
       StoredFence stored = bucket.get(change.fenceId);
       if (stored == null || stored.seq() < change.seq) {
         bucket.put(change.fenceId, change.delete
-            ? StoredFence.of(change.seq, true, null, null, change.commitTime)
+            ? StoredFence.of(change.seq, true, null, null, StayRules.NO_FENCE_DELAY, change.commitTime)
             : live(row, reader, geometryFormat));
       }
     }

@@ -1,5 +1,7 @@
 package dev.geofence.savepoints;
 
+import dev.geofence.state.time.StayRules;
+
 /**
  * One entry of the fence index's keyed state, as a savepoint holds it: a fence (live, a tombstone,
  * or of a format this release cannot read; from its bucket's segment or its overlay), a bucket's
@@ -28,7 +30,7 @@ public class FenceStateEntry {
    * StayRules.NO_FENCE_DELAY}: none) and the flat arrays of {@code FenceGeometry}.
    */
   public String tenant;
-  public long dwellDelay;
+  public long dwellDelay = StayRules.NO_FENCE_DELAY;
   public double[] coordinates;
   public int[] ringStarts;
   public int[] polygonStarts;

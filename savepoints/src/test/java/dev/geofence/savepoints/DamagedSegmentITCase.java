@@ -9,6 +9,7 @@ import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.ledger.StoredFence;
+import dev.geofence.state.time.StayRules;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,7 +29,7 @@ class DamagedSegmentITCase {
   @Test
   void inspectReportsADamagedSegmentAndExportRefusesTheSavepoint() throws Exception {
     FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
-    StoredFence square = StoredFence.of(3, false, reader.readWkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))").geometry(), "t", 10);
+    StoredFence square = StoredFence.of(3, false, reader.readWkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))").geometry(), "t", StayRules.NO_FENCE_DELAY, 10);
     byte[] intact = StoredFence.segment(Map.of("a", square));
     byte[] damaged = StoredFence.segment(Map.of("b", square));
     damaged[damaged.length / 2] ^= 0x01;

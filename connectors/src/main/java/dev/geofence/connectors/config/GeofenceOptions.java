@@ -56,9 +56,10 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<String> DWELL_DELAY_COLUMN = key("geofence.source.dwell-delay-column").stringType()
       .defaultValue("dwell_delay")
-      .withDescription("The fences table's column of each fence's own loitering delay, an interval: where set, it holds for"
-          + " that fence instead of geofence.triggers.dwell-delay (0 or less: the fence never DWELLs); where null, and for every"
-          + " fence of a table without the column, the job's holds.");
+      .withDescription("The fences table's column of each fence's own dwell delay, an interval, read in whole milliseconds:"
+          + " where set, it holds for that fence instead of geofence.triggers.dwell-delay (0: the fence never DWELLs; a negative"
+          + " one is taken as 0, with a dead letter); where null, and for every fence of a table without the column, the job's"
+          + " holds. A column of that name of another type fails the job at start: name another column.");
 
   public static final ConfigOption<GeometryFormat> GEOMETRY_FORMAT = key("geofence.source.geometry-format")
       .enumType(GeometryFormat.class).defaultValue(GeometryFormat.WKB)
@@ -139,9 +140,10 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<Duration> DWELL_DELAY = key("geofence.triggers.dwell-delay").durationType()
       .defaultValue(Duration.ZERO)
-      .withDescription("The loitering delay: an object inside a fence continuously for this long in event time gets one DWELL"
-          + " trigger for that stay, at its ENTER's time plus the delay: decided by its first location at or after that time,"
-          + " or by the fence clock once it is past that time by the allowed lateness. 0 turns DWELL off.");
+      .withDescription("The loitering delay of every fence without a dwell delay of its own (geofence.source.dwell-delay-column):"
+          + " an object inside such a fence continuously for this long in event time gets one DWELL trigger for that stay, at"
+          + " its ENTER's time plus the delay: decided by its first location at or after that time, or by the fence clock once"
+          + " it is past that time by the allowed lateness. 0: those fences never DWELL.");
 
   public static final ConfigOption<Duration> PRESENCE_TIMEOUT = key("geofence.triggers.presence-timeout").durationType()
       .defaultValue(Duration.ZERO)

@@ -189,6 +189,13 @@ class DwellDelayColumnTest {
       List<FenceChange> stream = stream("no_delays", FenceTableColumns.defaults(), changes -> changes.size() == 3);
       assertThat(stream).extracting(c -> c.fenceId).containsExactlyInAnyOrderElementsOf(none.keySet());
       assertThat(stream).allSatisfy(c -> assertThat(c.dwellDelay).isNull());
+      // The same table with the delay in a column named otherwise, mapped to it.
+      s.execute("ALTER TABLE fences ADD COLUMN linger interval");
+      s.execute("UPDATE fences SET linger = interval '90 seconds'");
+      Map<String, Long> lingering = new HashMap<>();
+      none.keySet().forEach(id -> lingering.put(id, 90_000L));
+      assertThat(read(db, FenceTableColumns.builder().dwellDelay("linger").build())).isEqualTo(lingering);
+      assertThat(read(db, FenceTableColumns.defaults())).as("the default name, which the table lacks").isEqualTo(none);
     }
   }
 

@@ -88,8 +88,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
   }
 
   /**
-   * Each bucket's fences as one segment's bytes (format {@value FenceSegment#FORMAT_VERSION}, checked by
-   * CRC-32C): those not in the bucket's overlay, {@link #fencesStateDescriptor()}.
+   * Each bucket's fences as one segment's bytes (format {@value FenceSegment#FORMAT_VERSION}, or 1 for a
+   * bucket without dwell delays; checked by CRC-32C): those not in the bucket's overlay, {@link #fencesStateDescriptor()}.
    */
   public static ValueStateDescriptor<byte[]> segmentStateDescriptor() {
     return new ValueStateDescriptor<>(SEGMENT_STATE, BytePrimitiveArraySerializer.INSTANCE);

@@ -52,7 +52,7 @@ class EvaluationTest {
       String text = "POLYGON ((" + x + " " + y + ", " + (x + r) + " " + y + ", " + (x + r / 2) + " " + (y + r) + ", " + x + " " + y + "))";
       String id = "f" + f;
       String tenant = TENANTS[random.nextInt(TENANTS.length)];
-      fences.apply(FenceEdit.upsert(id, 1, reader.readWkt(text).geometry(), tenant, EditOrigin.SNAPSHOT, 0, 0));
+      fences.apply(FenceEdit.upsert(id, 1, reader.readWkt(text).geometry(), tenant, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 0));
       shapes.put(id, wkt.read(text));
       tenantOf.put(id, tenant);
     }

@@ -13,6 +13,7 @@ import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -45,7 +46,7 @@ class FenceIndexStateTest {
   @ValueSource(strings = {"hashmap", "rocksdb"})
   void queuedChangesAndWaitingExitsAreReadBackAsWritten(String backend) throws Exception {
     FenceGeometry square = square();
-    Queued reshape = Queued.of(FenceEdit.upsert("a", 2, square, "t", EditOrigin.STREAM, 7, 100));
+    Queued reshape = Queued.of(FenceEdit.upsert("a", 2, square, "t", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 7, 100));
     Queued delete = Queued.of(FenceEdit.delete("a", 3, EditOrigin.STREAM, 8, 200));
     Queued stats = Queued.of(new BucketFingerprint(FenceBuckets.of("a"), 1, 42, 9, 8, 200));
     OperatorSubtaskState snapshot;
@@ -92,7 +93,7 @@ class FenceIndexStateTest {
       FenceIndexState state = state(harness);
       FenceKey current = new FenceKey("elsewhere");
       harness.getOperator().setCurrentKey(current);
-      state.fence("a", StoredFence.of(3, false, square(), "t1", 10));
+      state.fence("a", StoredFence.of(3, false, square(), "t1", StayRules.NO_FENCE_DELAY, 10));
       assertThat(harness.getOperator().getCurrentKey()).as("the operator's key put back").isEqualTo(current);
       assertThat(state.storedTenant("a")).isEqualTo("t1");
       assertThat(state.storedTenant("b")).isNull();
@@ -116,10 +117,10 @@ class FenceIndexStateTest {
       FenceGeometry square = square();
       int bucket = FenceBuckets.of("a");
       for (int seq = 1; seq <= 3; seq++) {
-        state.fence("a", StoredFence.of(seq, false, square, "t" + seq, seq));
+        state.fence("a", StoredFence.of(seq, false, square, "t" + seq, StayRules.NO_FENCE_DELAY, seq));
         state.fingerprint(fingerprint(bucket, seq));
       }
-      state.fence("b", StoredFence.of(1, false, square, "t", 1));
+      state.fence("b", StoredFence.of(1, false, square, "t", StayRules.NO_FENCE_DELAY, 1));
       state.removeFence("b");
       assertThat(state.storedTenant("a")).as("the newest, before it is written").isEqualTo("t3");
       assertThat(state.storedTenant("b")).as("removed, before it is written").isNull();
@@ -134,7 +135,7 @@ class FenceIndexStateTest {
 
       int many = FenceIndexState.MAX_UNWRITTEN + 1;
       for (int i = 0; i < many; i++) {
-        state.fence("f" + i, StoredFence.of(1, true, null, null, i));
+        state.fence("f" + i, StoredFence.of(1, true, null, null, StayRules.NO_FENCE_DELAY, i));
       }
       assertThat(holder.stored(FenceBuckets.of("f0"), "f0")).as("written once more than the most held back").isNotNull();
       assertThat(holder.stored(FenceBuckets.of("f" + (many - 1)), "f" + (many - 1))).isNotNull();
@@ -162,9 +163,9 @@ class FenceIndexStateTest {
       for (int i = 0; i < 200; i++) {
         String id = "f" + i;
         written.put(id, (long) i % 7 + 1);
-        state.fence(id, i % 5 == 0 ? StoredFence.of(i % 7 + 1, true, null, null, i) : StoredFence.of(i % 7 + 1, false, square, "t", i));
+        state.fence(id, i % 5 == 0 ? StoredFence.of(i % 7 + 1, true, null, null, StayRules.NO_FENCE_DELAY, i) : StoredFence.of(i % 7 + 1, false, square, "t", StayRules.NO_FENCE_DELAY, i));
         state.entered(id, "o" + i, i);
-        state.keepVersion(id, 1_000 + i, StoredFence.of(0, false, square, "t", 0));
+        state.keepVersion(id, 1_000 + i, StoredFence.of(0, false, square, "t", StayRules.NO_FENCE_DELAY, 0));
         state.fingerprint(fingerprint(FenceBuckets.of(id), i));
       }
       snapshot = harness.snapshot(1, 1);
@@ -245,15 +246,15 @@ class FenceIndexStateTest {
       holder.rewrite = true;
       FenceIndexState state = holder.state;
       for (String id : ids) {
-        state.fence(id, StoredFence.of(1, false, square, "t-" + id, 1));
+        state.fence(id, StoredFence.of(1, false, square, "t-" + id, StayRules.NO_FENCE_DELAY, 1));
       }
       harness.snapshot(1, 1);
       assertThat(state.segmentsRewrittenCount()).isEqualTo(1);
       assertThat(holder.stored(bucket, ids.get(0))).as("folded into the segment").isNull();
       assertThat(state.storedTenant(ids.get(0))).as("read from the segment").isEqualTo("t-" + ids.get(0));
 
-      state.fence(ids.get(0), StoredFence.of(2, false, square, "moved", 2));
-      state.fence(ids.get(1), StoredFence.of(2, true, null, "t-" + ids.get(1), 2));
+      state.fence(ids.get(0), StoredFence.of(2, false, square, "moved", StayRules.NO_FENCE_DELAY, 2));
+      state.fence(ids.get(1), StoredFence.of(2, true, null, "t-" + ids.get(1), StayRules.NO_FENCE_DELAY, 2));
       harness.snapshot(2, 2);
       assertThat(state.segmentsRewrittenCount()).as("2 of 12 is not more than a quarter").isEqualTo(1);
       assertThat(holder.stored(bucket, ids.get(0)).seq()).isEqualTo(2);
@@ -286,8 +287,8 @@ class FenceIndexStateTest {
       // A third edit passes the quarter: the next rewrite folds all three in.
       FenceIndexState state = state(harness);
       ((Holder) harness.getOperator()).rewrite = true;
-      state.fence(ids.get(2), StoredFence.of(2, false, square, "t", 3));
-      state.fence(ids.get(3), StoredFence.of(2, false, square, "t", 3));
+      state.fence(ids.get(2), StoredFence.of(2, false, square, "t", StayRules.NO_FENCE_DELAY, 3));
+      state.fence(ids.get(3), StoredFence.of(2, false, square, "t", StayRules.NO_FENCE_DELAY, 3));
       harness.snapshot(4, 4);
       assertThat(state.segmentsRewrittenCount()).isEqualTo(1);
       assertThat(((Holder) harness.getOperator()).stored(bucket, ids.get(0))).isNull();
@@ -311,14 +312,14 @@ class FenceIndexStateTest {
       Holder holder = (Holder) harness.getOperator();
       holder.rewrite = true;
       for (String id : ids) {
-        holder.state.fence(id, StoredFence.of(1, false, square(), "t", 1));
+        holder.state.fence(id, StoredFence.of(1, false, square(), "t", StayRules.NO_FENCE_DELAY, 1));
       }
       harness.snapshot(1, 1);
       byte[] bytes = holder.segment(bucket);
       bytes[bytes.length / 2] ^= 0x10;
       holder.segment(bucket, bytes);
       holder.rewrite = false;
-      holder.state.fence(ids.get(0), StoredFence.of(2, false, square(), "t", 2));
+      holder.state.fence(ids.get(0), StoredFence.of(2, false, square(), "t", StayRules.NO_FENCE_DELAY, 2));
       snapshot = harness.snapshot(2, 2);
     }
     try (var harness = harness(1, 0, backend, false)) {
@@ -360,7 +361,7 @@ class FenceIndexStateTest {
       Holder holder = (Holder) harness.getOperator();
       int fences = FenceIndexState.MAX_REWRITTEN + FenceIndexState.MAX_REWRITTEN / 2;
       for (int i = 0; i < fences; i++) {
-        holder.state.fence("f" + i, StoredFence.of(1, true, null, "t", i));
+        holder.state.fence("f" + i, StoredFence.of(1, true, null, "t", StayRules.NO_FENCE_DELAY, i));
       }
       holder.state.flush();
       boolean checkpoint = snapshot.equals("checkpoint");

@@ -9,6 +9,7 @@ import dev.geofence.state.geom.FenceGeometryReader;
 import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.ledger.BucketFingerprint;
 import dev.geofence.state.ledger.Queued;
+import dev.geofence.state.time.StayRules;
 import java.io.IOException;
 import java.util.List;
 import org.apache.flink.core.memory.DataInputDeserializer;
@@ -23,7 +24,7 @@ class QueuedSerializerTest {
     FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
     List<Queued> written = List.of(
         Queued.of(FenceEdit.upsert("a", 3, reader.readWkt("MULTIPOLYGON(((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 2 8, 8 8, 8 2, 2 2)))")
-            .geometry(), "tenant-é", EditOrigin.STREAM, 0x16B3748L, 1_700_000_000_123L)),
+            .geometry(), "tenant-é", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 0x16B3748L, 1_700_000_000_123L)),
         Queued.of(FenceEdit.refusedUpsert("b", 7, null, EditOrigin.STREAM, 5, 6)),
         Queued.of(FenceEdit.delete("c", 2, EditOrigin.STREAM, 8, 9)),
         Queued.of(new BucketFingerprint(4095, 12, -9123025917352333894L, 44, 10, 11)));

@@ -835,7 +835,7 @@ public abstract class EndToEndFixture {
       BucketRead.read(read, columns, 1, 0, 0, change -> {
         if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
           try {
-            rebuilt.upsert(change.fenceId, change.tenant, reader.readWkb(change.geometryBytes).geometry());
+            rebuilt.upsert(change.fenceId, change.tenant, StayRules.NO_FENCE_DELAY, reader.readWkb(change.geometryBytes).geometry());
           } catch (Exception e) {
             throw new AssertionError("fence " + change.fenceId + " does not decode", e);
           }

@@ -54,12 +54,6 @@ public final class FenceEdit {
     this.commitTimeMillis = commitTimeMillis;
   }
 
-  /** An upsert of a fence without a dwell delay of its own. */
-  public static FenceEdit upsert(
-      String fenceId, long seq, FenceGeometry geometry, String tenant, EditOrigin origin, long commitLsn, long commitTimeMillis) {
-    return upsert(fenceId, seq, geometry, tenant, StayRules.NO_FENCE_DELAY, origin, commitLsn, commitTimeMillis);
-  }
-
   /** An upsert; {@code dwellDelay} in milliseconds, or {@link StayRules#NO_FENCE_DELAY}. */
   public static FenceEdit upsert(String fenceId, long seq, FenceGeometry geometry, String tenant, long dwellDelay, EditOrigin origin,
       long commitLsn, long commitTimeMillis) {

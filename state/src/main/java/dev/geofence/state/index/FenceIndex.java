@@ -160,11 +160,6 @@ public final class FenceIndex {
     this.overlay = packed;
   }
 
-  /** Inserts the fence without a dwell delay of its own, or replaces it as such: its geometry and tenant, and no delay. */
-  public void upsert(String id, String tenant, FenceGeometry geometry) {
-    upsert(id, tenant, StayRules.NO_FENCE_DELAY, geometry);
-  }
-
   /** Inserts the fence, or replaces its geometry, tenant and dwell delay ({@link StayRules#NO_FENCE_DELAY}: none of its own). */
   public void upsert(String id, String tenant, long dwellDelay, FenceGeometry geometry) {
     Objects.requireNonNull(id, "fence id");

@@ -31,11 +31,6 @@ public record StoredFence(long seq, boolean deleted, FenceGeometry geometry, Str
    */
   public static final StoredFence UNREADABLE = new StoredFence(0, true, null, null, StayRules.NO_FENCE_DELAY, 0, 0);
 
-  /** A fence without a dwell delay of its own, as a bootstrap writes it: live with its geometry (null if refused), or a tombstone. */
-  public static StoredFence of(long seq, boolean deleted, FenceGeometry geometry, String tenant, long commitTime) {
-    return of(seq, deleted, geometry, tenant, StayRules.NO_FENCE_DELAY, commitTime);
-  }
-
   /** A fence as a bootstrap writes it: live with its geometry (null if refused), or a tombstone. */
   public static StoredFence of(long seq, boolean deleted, FenceGeometry geometry, String tenant, long dwellDelay, long commitTime) {
     return new StoredFence(seq, deleted, geometry, tenant, dwellDelay, 0, commitTime);

@@ -47,7 +47,7 @@ class FenceSetTest {
     assertThat(set.apply(upsert("a", 4, 2))).isEqualTo(EditOutcome.GAP);
     assertThat(set.index().get("a")).as("a gap still applies the full state").isEqualTo(shapes[2]);
     assertThat(set.apply(upsert("b", 3, 0))).as("a stream edit of an unseen fence must start at 1").isEqualTo(EditOutcome.GAP);
-    assertThat(set.apply(FenceEdit.upsert("c", 7, shapes[0], null, EditOrigin.SNAPSHOT, 0, 0)))
+    assertThat(set.apply(FenceEdit.upsert("c", 7, shapes[0], null, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 0)))
         .as("a snapshot read carries the whole state")
         .isEqualTo(EditOutcome.APPLIED);
     assertThat(set.appliedCount()).isEqualTo(3);
@@ -192,7 +192,7 @@ class FenceSetTest {
           live = true;
         } else {
           String tenant = random.nextBoolean() ? null : "t" + random.nextInt(3);
-          edits.add(FenceEdit.upsert(id, seq, shapes[random.nextInt(shapes.length)], tenant, EditOrigin.STREAM, lsn, lsn));
+          edits.add(FenceEdit.upsert(id, seq, shapes[random.nextInt(shapes.length)], tenant, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, lsn, lsn));
           live = true;
         }
       }
@@ -319,7 +319,7 @@ class FenceSetTest {
   }
 
   private static FenceEdit upsert(String id, long seq, int shape) {
-    return FenceEdit.upsert(id, seq, shapes[shape], null, EditOrigin.STREAM, seq * 10, seq);
+    return FenceEdit.upsert(id, seq, shapes[shape], null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, seq * 10, seq);
   }
 
   private static FenceEdit delete(String id, long seq) {

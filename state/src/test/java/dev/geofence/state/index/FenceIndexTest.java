@@ -73,7 +73,7 @@ class FenceIndexTest {
         model.remove(id);
       } else {
         String tenant = tenants[random.nextInt(tenants.length)];
-        index.upsert(id, tenant, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
+        index.upsert(id, tenant, StayRules.NO_FENCE_DELAY, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
         model.put(id, tenant);
       }
       String probe = "f" + random.nextInt(300);
@@ -90,12 +90,12 @@ class FenceIndexTest {
     FenceIndex index = new FenceIndex();
     assertThat(index.needsPacking()).as("empty").isFalse();
     for (int i = 0; i < 2_000; i++) {
-      index.upsert("f" + i, null, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
+      index.upsert("f" + i, null, StayRules.NO_FENCE_DELAY, read(shapes.any(random.nextDouble(10), random.nextDouble(10), 0.3)));
     }
     assertThat(index.needsPacking()).as("after a load").isTrue();
     index.prepareForQuery();
     assertThat(index.needsPacking()).as("prepared").isFalse();
-    index.upsert("f1", null, read(shapes.any(1, 1, 0.3)));
+    index.upsert("f1", null, StayRules.NO_FENCE_DELAY, read(shapes.any(1, 1, 0.3)));
     assertThat(index.needsPacking()).as("after an upsert").isTrue();
     index.covering(5, 5, null);
     assertThat(index.needsPacking()).as("queried").isFalse();
@@ -116,7 +116,7 @@ class FenceIndexTest {
         continue;
       }
       String tenant = TENANTS[random.nextInt(TENANTS.length)];
-      index.upsert("f" + i, tenant, read(shape));
+      index.upsert("f" + i, tenant, StayRules.NO_FENCE_DELAY, read(shape));
       oracle.add("f" + i, tenant, shape);
       placed.add(shape);
     }
@@ -317,7 +317,7 @@ class FenceIndexTest {
     FenceIndex index = new FenceIndex();
     for (int i = 0; i < 2_000; i++) {
       Geometry shape = shapes.of(Shapes.Kind.CONVEX, random.nextDouble(2), random.nextDouble(2), random.nextDouble(0.1, 0.5));
-      index.upsert("f" + i, null, read(shape));
+      index.upsert("f" + i, null, StayRules.NO_FENCE_DELAY, read(shape));
     }
     int n = 5_000;
     double[] xs = new double[n];
@@ -344,7 +344,7 @@ class FenceIndexTest {
   void aConsumerCannotCallBackIntoTheIndex() throws Exception {
     FenceIndex index = new FenceIndex();
     Geometry square = factory.toGeometry(new Envelope(0, 1, 0, 1));
-    index.upsert("a", null, read(square));
+    index.upsert("a", null, StayRules.NO_FENCE_DELAY, read(square));
     assertThatThrownBy(() -> index.forEachCovering(0.5, 0.5, null, id -> index.delete("a")))
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("consumer");

@@ -11,6 +11,7 @@ import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.segment.FenceSegment;
+import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -52,13 +53,13 @@ class FenceLedgerTest {
     String other = otherFenceOfTheBucketOf("a");
     int bucket = FenceBuckets.of("a");
     // State restored with fence a@1, its fingerprint, and the next transaction (b@1) still queued.
-    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.SNAPSHOT, 0, 0)));
+    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 0)));
     hearAll(bucket, fingerprint(bucket, 1, "a@1"));
-    ledger.restoreQueued(List.of(Queued.of(FenceEdit.upsert(other, 1, SQUARE, null, EditOrigin.STREAM, 10, 100))), false);
+    ledger.restoreQueued(List.of(Queued.of(FenceEdit.upsert(other, 1, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 10, 100))), false);
     ledger.restoreQueued(List.of(Queued.of(fingerprint(bucket, 2, 100, "a@1", other + "@1"))), false);
     clock.time = 50;
     // The stream: a reshaped, applied at once while warming up, then its fingerprint.
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, EditOrigin.STREAM, 20, 200)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 20, 200)));
     ledger.receive(Queued.of(fingerprint(bucket, 3, 200, "a@2", other + "@1")));
     assertThat(ledger.fences().seqOf("a")).isEqualTo(2);
     assertThat(fingerprints.unmatchedBuckets()).as("the queued edit of %s is counted, not yet held", other).containsExactly(bucket);
@@ -74,12 +75,12 @@ class FenceLedgerTest {
   @Test
   void aFingerprintWaitsWithTheEditItCounts() throws Exception {
     int bucket = FenceBuckets.of("a");
-    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.SNAPSHOT, 0, 0)));
+    ledger.read(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 0)));
     hearAll(bucket, fingerprint(bucket, 1, "a@1"));
     clock.warmingUp = false;
     clock.time = 50;
     clock.oldestUnevaluated = 150;
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, EditOrigin.STREAM, 20, 200)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 20, 200)));
     ledger.receive(Queued.of(fingerprint(bucket, 2, 200, "a@2")));
     assertThat(ledger.fences().seqOf("a")).as("waits for the location at 150").isEqualTo(1);
     assertThat(fingerprints.ready()).as("its fingerprint waits with it").isTrue();
@@ -93,13 +94,13 @@ class FenceLedgerTest {
   @Test
   void aGapIsToldAndADeleteExitsAtOnceOrAfterTheOlderLocations() throws Exception {
     clock.time = 1_000;
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, EditOrigin.STREAM, 1, 100)));
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 3, SQUARE, null, EditOrigin.STREAM, 2, 200)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 1, 100)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 3, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 2, 200)));
     assertThat(told).singleElement().asString().startsWith("gap: seq gap on fence a: seq 3 arrived after 1");
     clock.warmingUp = false;
     ledger.receive(Queued.of(FenceEdit.delete("a", 4, EditOrigin.STREAM, 3, 300)));
     assertThat(told).last().isEqualTo("exit a at 300");
-    ledger.receive(Queued.of(FenceEdit.upsert("b", 1, SQUARE, null, EditOrigin.STREAM, 4, 400)));
+    ledger.receive(Queued.of(FenceEdit.upsert("b", 1, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 4, 400)));
     clock.oldestHeld = 450;
     ledger.receive(Queued.of(FenceEdit.delete("b", 2, EditOrigin.STREAM, 5, 500)));
     assertThat(told).as("the EXITs wait for the location at 450").hasSize(2);
@@ -112,8 +113,8 @@ class FenceLedgerTest {
   @Test
   void aCheckpointWritesTheHistoryAndFlushesTheStore() throws Exception {
     clock.time = 1_000;
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, "t", EditOrigin.STREAM, 1, 100)));
-    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, "t", EditOrigin.STREAM, 2, 200)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 1, SQUARE, "t", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 1, 100)));
+    ledger.receive(Queued.of(FenceEdit.upsert("a", 2, SQUARE, "t", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 2, 200)));
     assertThat(ledger.history().versionAt("a", 150).seq()).isEqualTo(1);
     assertThat(store.versions).isEmpty();
     ledger.checkpoint();
@@ -136,9 +137,9 @@ class FenceLedgerTest {
       third = "g" + i;
     }
     Map<String, StoredFence> fences = new HashMap<>();
-    fences.put("a", StoredFence.of(3, false, SQUARE, null, 0));
-    fences.put(other, StoredFence.of(1, false, null, "t", 0));
-    fences.put(third, StoredFence.of(2, true, null, null, 0));
+    fences.put("a", StoredFence.of(3, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    fences.put(other, StoredFence.of(1, false, null, "t", StayRules.NO_FENCE_DELAY, 0));
+    fences.put(third, StoredFence.of(2, true, null, null, StayRules.NO_FENCE_DELAY, 0));
     ledger.restore(bucket, FenceSegment.read(StoredFence.segment(fences)));
     hearAll(bucket, fingerprint(bucket, 1, "a@3", other + "@1"));
     assertThat(fingerprints.ready()).isTrue();
@@ -162,12 +163,12 @@ class FenceLedgerTest {
     FenceGeometry moved = FenceGeometry.fromArrays(new double[] {20, 20, 30, 20, 30, 30, 20, 30, 20, 20}, new int[] {0, 5},
         new int[] {0, 1});
     Map<String, StoredFence> segment = new HashMap<>();
-    segment.put("a", StoredFence.of(3, false, SQUARE, null, 0));
-    segment.put(other, StoredFence.of(1, false, SQUARE, null, 0));
+    segment.put("a", StoredFence.of(3, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    segment.put(other, StoredFence.of(1, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
     ledger.restore(bucket, FenceSegment.read(StoredFence.segment(segment)));
-    ledger.restore(bucket, "a", StoredFence.of(5, false, moved, null, 0));
-    ledger.restore(bucket, other, StoredFence.of(2, true, null, null, 0));
-    ledger.restore(bucket, "a", StoredFence.of(4, false, SQUARE, null, 0));
+    ledger.restore(bucket, "a", StoredFence.of(5, false, moved, null, StayRules.NO_FENCE_DELAY, 0));
+    ledger.restore(bucket, other, StoredFence.of(2, true, null, null, StayRules.NO_FENCE_DELAY, 0));
+    ledger.restore(bucket, "a", StoredFence.of(4, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
     hearAll(bucket, fingerprint(bucket, 1, "a@5"));
     assertThat(fingerprints.ready()).isTrue();
     assertThat(ledger.fences().liveCount()).isEqualTo(1);
