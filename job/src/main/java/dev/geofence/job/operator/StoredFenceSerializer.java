@@ -158,7 +158,7 @@ public final class StoredFenceSerializer extends TypeSerializer<StoredFence> {
       }
     }
     long dwellDelay = (flags & HAS_DWELL_DELAY) != 0 ? body.readLong() : StayRules.NO_FENCE_DELAY;
-    if (dwellDelay < StayRules.NO_FENCE_DELAY) {
+    if (!StayRules.isFenceDelay(dwellDelay)) {
       return StoredFence.UNREADABLE;
     }
     return new StoredFence(seq, (flags & DELETED) != 0, geometry, tenant, dwellDelay, lsn, time);

@@ -45,7 +45,7 @@ public final class FenceEdit {
     this.kind = Objects.requireNonNull(kind, "kind");
     this.geometry = geometry;
     this.tenant = tenant;
-    if (dwellDelay < 0 && dwellDelay != StayRules.NO_FENCE_DELAY) {
+    if (!StayRules.isFenceDelay(dwellDelay)) {
       throw new IllegalArgumentException("fence " + fenceId + ": dwell delay must be >= 0 or NO_FENCE_DELAY, got " + dwellDelay);
     }
     this.dwellDelay = dwellDelay;

@@ -472,7 +472,7 @@ public final class FenceSegment {
       throw new IllegalArgumentException("id table of " + table.length + " slots for " + n + " fences");
     }
     for (int i = 0; i < n; i++) {
-      if (delays != null && delays[i] < StayRules.NO_FENCE_DELAY) {
+      if (delays != null && !StayRules.isFenceDelay(delays[i])) {
         throw new IllegalArgumentException("fence " + i + " has a dwell delay of " + delays[i] + " ms");
       }
       if (tenantOf[i] < -1 || tenantOf[i] >= tenantCount) {

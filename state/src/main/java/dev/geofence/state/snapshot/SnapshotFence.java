@@ -18,7 +18,7 @@ public record SnapshotFence(String id, long seq, boolean deleted, String tenant,
 
   public SnapshotFence {
     Objects.requireNonNull(id, "fence id");
-    if (dwellDelay < 0 && dwellDelay != StayRules.NO_FENCE_DELAY) {
+    if (!StayRules.isFenceDelay(dwellDelay)) {
       throw new IllegalArgumentException("fence " + id + " has a dwell delay of " + dwellDelay + " ms");
     }
     if (memberIds.length != memberSince.length) {

@@ -36,6 +36,11 @@ public record StayRules(Duration dwellDelay, Duration presenceTimeout) implement
     return !dwellDelay.isZero();
   }
 
+  /** Whether {@code fenceDelay} is a fence's own delay as kept: milliseconds, or {@link #NO_FENCE_DELAY}. */
+  public static boolean isFenceDelay(long fenceDelay) {
+    return fenceDelay >= 0 || fenceDelay == NO_FENCE_DELAY;
+  }
+
   /** The delay of a fence whose own is {@code fenceDelay} ({@link #NO_FENCE_DELAY}: the job's), milliseconds; 0: it never DWELLs. */
   public long dwellDelayOf(long fenceDelay) {
     return fenceDelay == NO_FENCE_DELAY ? dwellDelay.toMillis() : fenceDelay;
