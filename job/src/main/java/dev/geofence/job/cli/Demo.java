@@ -23,6 +23,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Timestamp;
+import java.sql.Types;
 import java.time.Duration;
 import java.time.LocalTime;
 import java.time.ZoneId;
@@ -47,8 +48,9 @@ import org.locationtech.jts.io.WKBWriter;
  * MiniCluster with generated moving objects, edits fences while it runs, and prints progress and a
  * live tail of triggers. The tables stay queryable while it runs; it says how to connect. DWELL
  * and silence are on ({@link #DWELL_DELAY}, {@link #PRESENCE_TIMEOUT}), and the first run puts a
- * depot fence where each of a few parking objects parks and a yard where each of a few silent ones
- * is last seen ({@link MovingObjects#parks}, {@link MovingObjects#fallsSilent}).
+ * depot fence, with a dwell delay of its own ({@link #DEPOT_DWELL_DELAY}), where each of a few
+ * parking objects parks and a yard where each of a few silent ones is last seen ({@link
+ * MovingObjects#parks}, {@link MovingObjects#fallsSilent}).
  *
  * <p>Its directory is kept: stopping (Ctrl-C, a SIGTERM or the end of {@code --duration}) stops the
  * job with a savepoint, and the next demo in the same directory reuses the database (fences,
@@ -72,6 +74,8 @@ final class Demo {
 
   /** The demo's loitering delay and presence timeout, and a lateness short enough for the clock to decide within a minute. */
   static final Duration DWELL_DELAY = Duration.ofSeconds(10);
+  /** A depot's own dwell delay, in the fences table: a fence's own holds over the job's. */
+  static final Duration DEPOT_DWELL_DELAY = Duration.ofSeconds(5);
   static final Duration PRESENCE_TIMEOUT = Duration.ofSeconds(15);
   static final Duration ALLOWED_LATENESS = Duration.ofSeconds(5);
   /** Parking and silent objects given a fence where they pause, each. */
@@ -175,8 +179,9 @@ final class Demo {
       out.println("[demo] the moving objects go on where the savepoint left them, their timeline moved on by the time the job was stopped");
     }
     out.printf("[demo] starting the job: parallelism %d, %d moving objects, Flink REST on http://localhost:%d%n", parallelism, objects, restPort);
-    out.printf("[demo] an object inside a fence for %d s DWELLs; one silent for %d s EXITs its fences (objects 3, 13, 23, ... park"
-        + " for %d s a minute, objects 7, 17, 27, ... fall silent as long)%n", DWELL_DELAY.toSeconds(), PRESENCE_TIMEOUT.toSeconds(),
+    out.printf("[demo] an object inside a fence for %d s DWELLs (%d s in a depot: its own delay, in fences.dwell_delay); one"
+        + " silent for %d s EXITs its fences (objects 3, 13, 23, ... park for %d s a minute, objects 7, 17, 27, ... fall silent as"
+        + " long)%n", DWELL_DELAY.toSeconds(), DEPOT_DWELL_DELAY.toSeconds(), PRESENCE_TIMEOUT.toSeconds(),
         MovingObjects.RESUME - MovingObjects.PAUSE);
     job.set(GeofenceCommand.prepare(run, "").executeAsync());
     out.printf("[demo] the tables are queryable while the demo runs:%n"
@@ -307,6 +312,7 @@ final class Demo {
     MovingObjects generator = GeofenceCommand.generator(Integer.toString(objects), 0, -1).objects();
     List<String> ids = new ArrayList<>();
     List<byte[]> shapes = new ArrayList<>();
+    List<Long> delays = new ArrayList<>();
     int depots = 0;
     int yards = 0;
     for (int o = 0; o < objects && ids.size() < count; o++) {
@@ -315,17 +321,21 @@ final class Demo {
         Location at = generator.pausedAt(o, 0);
         ids.add((depot ? "depot-" : "yard-") + o);
         shapes.add(new WKBWriter().write(GeneratedFences.star(random, at.lon, at.lat, 0.2, 12)));
+        delays.add(depot ? DEPOT_DWELL_DELAY.toMillis() : null);
       }
     }
     for (int i = ids.size(); i < count; i++) {
       ids.add("fence-" + i);
       shapes.add(star(random));
+      delays.add(null);
     }
     db.setAutoCommit(false);
-    try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom, tenant) VALUES (?, ?, NULL)")) {
+    try (PreparedStatement insert = db.prepareStatement(
+        "INSERT INTO fences (id, geom, tenant, dwell_delay) VALUES (?, ?, NULL, ? * interval '1 millisecond')")) {
       for (int i = 0; i < count; i++) {
         insert.setString(1, ids.get(i));
         insert.setBytes(2, shapes.get(i));
+        insert.setObject(3, delays.get(i), Types.BIGINT);
         insert.addBatch();
         if ((i + 1) % 500 == 0 || i == count - 1) {
           insert.executeBatch();
@@ -372,8 +382,10 @@ final class Demo {
     Timestamp last = since;
     int[] shown = new int[2];
     int more = 0;
-    try (PreparedStatement s = db.prepareStatement("SELECT emitted_at, kind, object_id, fence_id, event_time, lon, lat, cause"
-        + " FROM geofence_triggers WHERE emitted_at > ? ORDER BY emitted_at")) {
+    // A DWELL's delay is the fence's own where it has one: read from the fences table as a user would.
+    try (PreparedStatement s = db.prepareStatement("SELECT emitted_at, kind, object_id, fence_id, event_time, lon, lat, cause,"
+        + " (SELECT extract(epoch FROM f.dwell_delay)::bigint FROM fences f WHERE f.id = t.fence_id)"
+        + " FROM geofence_triggers t WHERE emitted_at > ? ORDER BY emitted_at")) {
       s.setTimestamp(1, since);
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
@@ -385,7 +397,7 @@ final class Demo {
             out.printf("  %-5s %-11s %-12s at %s%s%n", r.getString(2), r.getString(3), r.getString(4), at, byLocation
                 ? String.format(" (%.4f, %.4f)%s", r.getDouble(6), r.getDouble(7), "fence-reshaped".equals(cause) ? " (fence reshaped)" : "")
                 : " (" + switch (cause) {
-                  case "loitering" -> "inside for " + DWELL_DELAY.toSeconds() + " s";
+                  case "loitering" -> "inside for " + (r.getObject(9) != null ? r.getLong(9) : DWELL_DELAY.toSeconds()) + " s";
                   case "silence" -> "silent for " + PRESENCE_TIMEOUT.toSeconds() + " s";
                   default -> "fence deleted";
                 } + ")");

@@ -42,8 +42,8 @@ class DemoTest {
         .contains("[demo] stopping the job with a savepoint", "[demo] PostgreSQL stopped")
         .containsPattern("\\n  ENTER object-\\d+ +fence-\\d+ +at ")
         .containsPattern("\\n  EXIT  object-\\d+ +fence-\\d+ +at ")
-        // The first parking object parks in its depot, the first silent one falls silent in its yard.
-        .containsPattern("\\n  DWELL object-3 +depot-3 +at .* \\(inside for 10 s\\)")
+        // The first parking object parks in its depot (which has a delay of its own), the first silent one falls silent in its yard.
+        .containsPattern("\\n  DWELL object-3 +depot-3 +at .* \\(inside for 5 s\\)")
         .containsPattern("\\n  EXIT  object-7 +yard-7 +at .* \\(silent for 15 s\\)");
     Path savepoint = Demo.newestSavepoint(dir.resolve("savepoints"));
     assertThat(savepoint).as("the savepoint a next demo restores from").isNotNull();
