@@ -542,27 +542,28 @@ public final class Evaluation {
   }
 
   /**
-   * A fence was deleted: every object inside leaves it now, at the delete's commit time. The
-   * owner clears the fence's durable membership after.
+   * A fence was deleted: every object inside leaves it now, at the delete's commit time, or at its
+   * silence time if that came first. The owner clears the fence's durable membership after.
    */
   void deleted(String fenceId, Iterable<String> members, long commitTime, long seq) throws Exception {
     long now = System.currentTimeMillis();
     for (String objectId : members) {
       ObjectState object = objects.get(objectId);
-      if (stays.silences() && object != null && object.inside != null && object.inside.contains(fenceId)
-          && object.newest != Long.MIN_VALUE && commitTime > stays.silentAt(object.newest)) {
-        // Silent before the delete: its stays, this one too, ended then.
-        silence(objectId, object, stays.silentAt(object.newest), ownStart, ownEnd, now);
-        if (object.forgotten()) {
-          objects.remove(objectId);
-        }
-        continue;
-      }
+      // Silent before the delete, as far as is known yet: this stay ended then. Its other stays wait
+      // for their own decision (a late location may still show the object was not silent), on
+      // whichever subtask holds them, so that every parallelism decides them alike.
+      boolean silent = stays.silences() && object != null && object.inside != null && object.inside.contains(fenceId)
+          && object.newest != Long.MIN_VALUE && commitTime > stays.silentAt(object.newest);
+      long ended = silent ? stays.silentAt(object.newest) : commitTime;
       if (object != null) {
-        dwellIfDue(objectId, object, fenceId, commitTime, now);
+        dwellIfDue(objectId, object, fenceId, ended, now);
         cancelDwell(object, fenceId);
       }
-      emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
+      if (silent) {
+        emitAt(objectId, fenceId, TriggerKind.EXIT, TriggerCause.SILENCE, ended, now);
+      } else {
+        emit.accept(GeofenceTrigger.exitOnDelete(objectId, fenceId, commitTime, seq, now));
+      }
       if (object != null && object.inside != null) {
         object.inside.remove(fenceId);
         if (object.inside.isEmpty()) {

@@ -179,6 +179,30 @@ class DwellAndSilenceTest {
   }
 
   /**
+   * A delete after an object's silence time, before the clock has decided the silence, ends that
+   * stay by the silence and leaves the object's other stays to their own decision: a late location
+   * then shows the object was not silent, whichever subtask holds them (before, the delete ended
+   * every stay of the object on its own subtask alone).
+   */
+  @Test
+  void aDeleteAfterTheSilenceTimeEndsThatStayAloneBySilence() throws Exception {
+    try (var harness = harness(new StayRules(Duration.ZERO, Duration.ofMillis(TIMEOUT)), "hashmap")) {
+      FenceIndexOperatorTest.Source source = squaresAAndB(harness);
+      harness.processElement2(location("o1", 2000, 5, 5), 2000);
+      watermark(harness, 2000);
+      source.send(delete("a", 2, 40_000));
+      watermark(harness, 41_000);
+      assertThat(described(harness)).containsExactly(
+          "ENTER location o1 a@1 t=2000", "ENTER location o1 b@1 t=2000", "EXIT silence o1 a@1 t=32000");
+      harness.processElement2(location("o1", 20_000, 5, 5), 20_000);
+      watermark(harness, 20_000 + TIMEOUT + LATENESS);
+      assertThat(described(harness)).containsExactly(
+          "ENTER location o1 a@1 t=2000", "ENTER location o1 b@1 t=2000", "EXIT silence o1 a@1 t=32000",
+          "EXIT silence o1 b@1 t=50000");
+    }
+  }
+
+  /**
    * Locations held while the index is not ready decide silence before the clock does: a restored
    * object inside a fence whose next location waits in the hold is not silent, however far the
    * clock moves before the index is ready.
