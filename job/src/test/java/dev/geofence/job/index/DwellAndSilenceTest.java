@@ -248,25 +248,8 @@ class DwellAndSilenceTest {
       secondHalf(harness, FenceIndexOperatorTest.Source::new);
       through = ids(harness);
     }
-    OperatorSubtaskState snapshot;
-    List<String> restored;
-    try (var harness = harness(rules, backend)) {
-      firstHalf(harness);
-      snapshot = harness.snapshot(1, 9000);
-      restored = new ArrayList<>(ids(harness));
-    }
-    try (var harness = harness(rules, backend)) {
-      harness.initializeState(snapshot);
-      harness.open();
-      secondHalf(harness, h -> {
-        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(h);
-        source.live.put("a", 1L);
-        source.live.put("b", 1L);
-        source.sendAllBuckets();
-        return source;
-      });
-      restored.addAll(ids(harness));
-    }
+    List<String> restored = idsAcrossARestore(rules, backend, DwellAndSilenceTest::firstHalf, 9000,
+        DwellAndSilenceTest::secondHalf, Map.of("a", 1L, "b", 1L));
     assertThat(through).hasSizeGreaterThan(8);
     assertThat(restored).containsExactlyInAnyOrderElementsOf(through);
   }
@@ -294,24 +277,8 @@ class DwellAndSilenceTest {
       assertThat(letters).extracting(d -> d.key + " " + d.severity + " " + d.reason)
           .containsExactly("negative WARNING NEGATIVE_DWELL_DELAY");
     }
-    OperatorSubtaskState snapshot;
-    List<String> restored;
-    try (var harness = harness(rules, backend)) {
-      ownDelaysFirstHalf(harness);
-      snapshot = harness.snapshot(1, 4600);
-      restored = new ArrayList<>(ids(harness));
-    }
-    try (var harness = harness(rules, backend)) {
-      harness.initializeState(snapshot);
-      harness.open();
-      ownDelaysSecondHalf(harness, h -> {
-        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(h);
-        source.live.putAll(Map.of("own", 2L, "never", 1L, "job", 1L, "negative", 1L));
-        source.sendAllBuckets();
-        return source;
-      });
-      restored.addAll(ids(harness));
-    }
+    List<String> restored = idsAcrossARestore(rules, backend, DwellAndSilenceTest::ownDelaysFirstHalf, 4600,
+        DwellAndSilenceTest::ownDelaysSecondHalf, Map.of("own", 2L, "never", 1L, "job", 1L, "negative", 1L));
     assertThat(restored).containsExactlyInAnyOrderElementsOf(through);
   }
 
@@ -414,6 +381,42 @@ class DwellAndSilenceTest {
     harness.processElement2(location("o1", 30_000, 50, 50), 30_000);
     harness.processElement2(location("o3", 45_000, 5, 5), 45_000);
     watermark(harness, 38_000 + LATENESS + 1);
+  }
+
+  /**
+   * The triggers' ids of {@code first}, then a savepoint at {@code at}, a restore whose source holds
+   * {@code live} (fence to seq, every bucket read), and {@code second}.
+   */
+  private static List<String> idsAcrossARestore(StayRules rules, String backend, FirstHalf first, long at, SecondHalf second,
+      Map<String, Long> live) throws Exception {
+    OperatorSubtaskState snapshot;
+    List<String> ids;
+    try (var harness = harness(rules, backend)) {
+      first.run(harness);
+      snapshot = harness.snapshot(1, at);
+      ids = new ArrayList<>(ids(harness));
+    }
+    try (var harness = harness(rules, backend)) {
+      harness.initializeState(snapshot);
+      harness.open();
+      second.run(harness, h -> {
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(h);
+        source.live.putAll(live);
+        source.sendAllBuckets();
+        return source;
+      });
+      ids.addAll(ids(harness));
+    }
+    return ids;
+  }
+
+  private interface FirstHalf {
+    void run(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness) throws Exception;
+  }
+
+  private interface SecondHalf {
+    void run(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness, SourceOf source)
+        throws Exception;
   }
 
   private interface SourceOf {
