@@ -73,10 +73,11 @@ CREATE TABLE hydration_history (
   checksum_match        BOOLEAN,
   peak_heap_bytes       BIGINT,
   catchup_backlog       BIGINT,   -- transactions (per bucket) the catch-up replays
-  catchup_path          STRING,   -- replay or read
-  catchup_reason        STRING,   -- why: forced, or the cheaper by the estimates
+  catchup_path          STRING,   -- replay, read or load
+  catchup_reason        STRING,   -- why: forced, or the cheapest by the estimates
   catchup_replay_estimate_ms BIGINT,
   catchup_read_estimate_ms   BIGINT,
+  catchup_load_estimate_ms   BIGINT,
   PRIMARY KEY (job_name, subtask, installed_at) NOT ENFORCED
 ) WITH (
   'connector' = 'jdbc',

@@ -102,10 +102,12 @@ CREATE TABLE IF NOT EXISTS hydration_history (
     checksum_match    boolean,
     peak_heap_bytes   bigint,
     catchup_backlog   bigint,                     -- transactions (per bucket) the catch-up replays, from the gap check
-    catchup_path      text CHECK (catchup_path IN ('replay', 'read')),  -- how the covered restore caught up
-    catchup_reason    text,                       -- why that path: forced, or the cheaper by the estimates
+    catchup_path      text CONSTRAINT hydration_history_catchup_path_check
+                      CHECK (catchup_path IN ('replay', 'read', 'load')),  -- how the covered restore caught up
+    catchup_reason    text,                       -- why that path: forced, or the cheapest by the estimates
     catchup_replay_estimate_ms bigint,            -- what the job estimated each path at
     catchup_read_estimate_ms   bigint,
+    catchup_load_estimate_ms   bigint,
     PRIMARY KEY (job_name, subtask, installed_at)
 );
 CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (installed_at);
@@ -114,10 +116,21 @@ CREATE INDEX IF NOT EXISTS hydration_history_installed ON hydration_history (ins
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS buckets_reread bigint NOT NULL DEFAULT 0;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS reread_reason text;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_backlog bigint;
-ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_path text CHECK (catchup_path IN ('replay', 'read'));
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_path text CHECK (catchup_path IN ('replay', 'read', 'load'));
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_reason text;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_replay_estimate_ms bigint;
 ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_read_estimate_ms bigint;
+ALTER TABLE hydration_history ADD COLUMN IF NOT EXISTS catchup_load_estimate_ms bigint;
+-- The path check of an earlier release lacks 'load': widened NOT VALID (the old rows passed the
+-- narrower one), under the name PostgreSQL gave it; on every later start the block only reads the catalog.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'hydration_history'::regclass
+                   AND conname = 'hydration_history_catchup_path_check' AND pg_get_constraintdef(oid) LIKE '%''load''%') THEN
+        ALTER TABLE hydration_history DROP CONSTRAINT IF EXISTS hydration_history_catchup_path_check,
+            ADD CONSTRAINT hydration_history_catchup_path_check CHECK (catchup_path IN ('replay', 'read', 'load')) NOT VALID;
+    END IF;
+END $$;
 
 -- Which instance of the job writes the outputs (docs/design.md#blue-green-deploys): one row per job
 -- name, kept by jobs run with geofence.handover.enabled. The writer writes triggers and presence of

@@ -112,10 +112,12 @@ public final class GeofenceOptions {
       .defaultValue(CatchUp.AUTO)
       .withDescription("How a restored index whose gap check passed catches up with the edits made since its snapshot:"
           + " REPLAY every edit from the change stream; READ the fences whose seq changed (a key-only pass over the subtask's"
-          + " fences, then those rows whole), after which locations stamped before the read are BEFORE_READ dead letters on"
-          + " that subtask; or AUTO, the cheaper by the job's estimates, but READ only when the location source starts at the"
-          + " present (not kafka: or file:, which resume from the savepoint and bring the downtime's locations). When every"
-          + " subtask reads, the change stream starts where the reads were, and the edits they hold are not streamed again.");
+          + " fences, then those rows whole); LOAD every fence of the subtask's buckets anew, as a fresh start does, the"
+          + " restored fences set aside first (their members kept); or AUTO, the cheapest by the job's estimates, but READ or"
+          + " LOAD only when the location source starts at the present (not kafka: or file:, which resume from the savepoint"
+          + " and bring the downtime's locations). After a READ or a LOAD, locations stamped before it are BEFORE_READ dead"
+          + " letters on that subtask. When every subtask reads or loads, the change stream starts where they read, and the"
+          + " edits they hold are not streamed again.");
 
   // ---- locations ----------------------------------------------------------------------------------
 

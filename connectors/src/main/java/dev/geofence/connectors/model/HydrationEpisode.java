@@ -70,13 +70,14 @@ public class HydrationEpisode {
    * check.
    */
   public Long catchupBacklog;
-  /** How the catch-up went: {@code replay} or {@code read}; null without a passed gap check. */
+  /** How the catch-up went: {@code replay}, {@code read} or {@code load}; null without a passed gap check. */
   public String catchupPath;
-  /** Why that path: forced, or the cheaper by the estimates; null with it. */
+  /** Why that path: forced, or the cheapest by the estimates; null with it. */
   public String catchupReason;
-  /** The estimates of both paths, milliseconds; null with the path. */
+  /** The estimates of the three paths, milliseconds; null with the path. */
   public Long catchupReplayEstimateMs;
   public Long catchupReadEstimateMs;
+  public Long catchupLoadEstimateMs;
   public long editsReplayed;
   public long editsCoalesced;
   /** Null until a restore's gap check has answered. */
@@ -116,6 +117,7 @@ public class HydrationEpisode {
     c.catchupReason = catchupReason;
     c.catchupReplayEstimateMs = catchupReplayEstimateMs;
     c.catchupReadEstimateMs = catchupReadEstimateMs;
+    c.catchupLoadEstimateMs = catchupLoadEstimateMs;
     c.editsReplayed = editsReplayed;
     c.editsCoalesced = editsCoalesced;
     c.gapCheck = gapCheck;

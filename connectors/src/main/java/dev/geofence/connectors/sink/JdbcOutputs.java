@@ -46,8 +46,8 @@ public final class JdbcOutputs {
           + " restored_from, installed_at, restored_at, indexed_at, hydrated_at, restored_lsn, restored_commit_time,"
           + " edits_replayed, edits_coalesced, gap_check, gap_reason, buckets_reread, reread_reason, fences_loaded, fences_expected,"
           + " checksum_match, peak_heap_bytes, catchup_backlog, catchup_path, catchup_reason, catchup_replay_estimate_ms,"
-          + " catchup_read_estimate_ms)"
-          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+          + " catchup_read_estimate_ms, catchup_load_estimate_ms)"
+          + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
           + " ON CONFLICT (job_name, subtask, installed_at) DO UPDATE SET job_id = excluded.job_id, attempt = excluded.attempt,"
           + " key_group_start = excluded.key_group_start, key_group_end = excluded.key_group_end, start_mode = excluded.start_mode,"
           + " restored_from = excluded.restored_from, restored_at = excluded.restored_at, indexed_at = excluded.indexed_at,"
@@ -59,7 +59,8 @@ public final class JdbcOutputs {
           + " checksum_match = excluded.checksum_match, peak_heap_bytes = excluded.peak_heap_bytes,"
           + " catchup_backlog = excluded.catchup_backlog, catchup_path = excluded.catchup_path,"
           + " catchup_reason = excluded.catchup_reason, catchup_replay_estimate_ms = excluded.catchup_replay_estimate_ms,"
-          + " catchup_read_estimate_ms = excluded.catchup_read_estimate_ms";
+          + " catchup_read_estimate_ms = excluded.catchup_read_estimate_ms,"
+          + " catchup_load_estimate_ms = excluded.catchup_load_estimate_ms";
 
   private JdbcOutputs() {}
 
@@ -173,7 +174,8 @@ public final class JdbcOutputs {
     s.setString(i++, e.catchupPath);
     s.setString(i++, e.catchupReason);
     s.setObject(i++, e.catchupReplayEstimateMs, Types.BIGINT);
-    s.setObject(i, e.catchupReadEstimateMs, Types.BIGINT);
+    s.setObject(i++, e.catchupReadEstimateMs, Types.BIGINT);
+    s.setObject(i, e.catchupLoadEstimateMs, Types.BIGINT);
   }
 
   private static void setTime(PreparedStatement s, int index, long millis) throws SQLException {

@@ -92,15 +92,25 @@ public final class BucketRead {
         r.next();
         lsn = Lsn.parse(r.getString(1));
       }
-      long[] counts = new long[2];
-      FencesQuery fences = fencesQuery(db, columns);
-      for (int from = 0; from < bucketIds.length; from += BUCKETS_PER_QUERY) {
-        Integer[] chunk = Arrays.copyOfRange(bucketIds, from, Math.min(bucketIds.length, from + BUCKETS_PER_QUERY));
-        readChunk(db, columns, fences, chunk, counts, out);
-      }
+      long[] counts = readBucketsWhole(db, columns, fencesQuery(db, columns), bucketIds, out);
       readFingerprints(db, columns, db.createArrayOf("int4", bucketIds), out);
       return new Result(lsn, counts[0], counts[1], (System.nanoTime() - started) / 1_000_000);
     });
+  }
+
+  /**
+   * Reads the fences and tombstones of {@code bucketIds} in that order, {@value #BUCKETS_PER_QUERY}
+   * buckets to a query, within the caller's transaction; returns how many live fences and
+   * tombstones were read.
+   */
+  static long[] readBucketsWhole(Connection db, FenceTableColumns columns, FencesQuery fences, Integer[] bucketIds,
+      Consumer<FenceChange> out) throws SQLException {
+    long[] counts = new long[2];
+    for (int from = 0; from < bucketIds.length; from += BUCKETS_PER_QUERY) {
+      Integer[] chunk = Arrays.copyOfRange(bucketIds, from, Math.min(bucketIds.length, from + BUCKETS_PER_QUERY));
+      readChunk(db, columns, fences, chunk, counts, out);
+    }
+    return counts;
   }
 
   /** Work done inside one transaction. */

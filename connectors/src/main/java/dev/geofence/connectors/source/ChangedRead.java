@@ -53,19 +53,31 @@ public final class ChangedRead {
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
       Map<String, Long> held, Consumer<FenceChange> out) throws SQLException, InterruptedException {
+    return read(db, columns, maxParallelism, keyGroupStart, keyGroupEnd, held, false, out);
+  }
+
+  /**
+   * As {@link #read(Connection, FenceTableColumns, int, int, int, Map, Consumer)}, or, if {@code
+   * whole}, the catch-up's load: every fence and tombstone of the buckets read whole, bucket by
+   * bucket as a fresh start reads them, with no key pass, for a subtask that set its fences aside;
+   * {@code held} (what it held before) only holds back a tombstone older than the version held,
+   * whose members that version's and not the delete's, and tells the held fences gone.
+   */
+  public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
+      Map<String, Long> held, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
     long started = System.nanoTime();
     Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
     // The pairing's first statements run outside the read's transaction, in autocommit.
     boolean autoCommit = db.getAutoCommit();
     try {
-      return pairedRead(db, columns, owned, held, out, started);
+      return pairedRead(db, columns, owned, held, whole, out, started);
     } finally {
       db.setAutoCommit(autoCommit);
     }
   }
 
   private static Result pairedRead(Connection db, FenceTableColumns columns, Integer[] owned, Map<String, Long> held,
-      Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
+      boolean whole, Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
     // The stream position the read pairs with: every transaction whose commit record lies before it
     // must be visible to the read's snapshot, so that a stream started there loses none. A commit
     // record is written before its transaction becomes visible, so the transactions running just
@@ -113,6 +125,12 @@ public final class ChangedRead {
       }
       Array buckets = db.createArrayOf("int4", owned);
       BucketRead.FencesQuery fences = BucketRead.fencesQuery(db, columns);
+      if (whole) {
+        long[] counts = loadWhole(db, columns, fences, owned, held, out);
+        BucketRead.readFingerprints(db, columns, buckets, out);
+        return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, counts[0], counts[0], counts[1],
+            List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
+      }
       // Tombstones of held fences first: of one deleted and re-created since, the delete reaches the
       // subtask before the new row (its members EXIT), as in a rebuild.
       long[] tombstones = new long[1];
@@ -133,6 +151,30 @@ public final class ChangedRead {
       return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, changed.size(), tombstones[0],
           List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
     });
+  }
+
+  /**
+   * Reads every live fence and tombstone of {@code owned} whole, as a fresh start does, holding back
+   * each tombstone no newer than the live version {@code held} has of its fence (a delete before
+   * that version, which its members entered after); what is left of {@code held} has no row at the
+   * source at all. Returns how many live fences and tombstones went to {@code out}.
+   */
+  private static long[] loadWhole(Connection db, FenceTableColumns columns, BucketRead.FencesQuery fences, Integer[] owned,
+      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException {
+    long[] counts = new long[2];
+    BucketRead.readBucketsWhole(db, columns, fences, owned, change -> {
+      Long seq = held.get(change.fenceId);
+      if (!change.delete) {
+        held.remove(change.fenceId);
+        counts[0]++;
+        out.accept(change);
+      } else if (seq == null || seq < change.seq) {
+        held.remove(change.fenceId);
+        counts[1]++;
+        out.accept(change);
+      }
+    });
+    return counts;
   }
 
   /** Scans the live fences' ids and seqs: those not held at that seq go to {@code changed}; returns how many were scanned. */

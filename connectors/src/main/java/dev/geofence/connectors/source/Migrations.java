@@ -38,7 +38,7 @@ public final class Migrations {
       {"geofence_triggers", "geofence_triggers_text", "geofence_presence", "geofence_dead_letters", "hydration_history",
           "geofence_handover"};
   /** The newest column of each output table that has gained columns since its first release. */
-  private static final String[][] NEWEST_COLUMNS = {{"hydration_history", "catchup_read_estimate_ms"}, {"geofence_triggers", "cause"}};
+  private static final String[][] NEWEST_COLUMNS = {{"hydration_history", "catchup_load_estimate_ms"}, {"geofence_triggers", "cause"}};
 
   private Migrations() {}
 

@@ -221,7 +221,7 @@ class JdbcOutputsTest {
       Migrations.applyOutputs(c);
       s.execute("ALTER TABLE hydration_history DROP COLUMN buckets_reread, DROP COLUMN reread_reason, DROP COLUMN catchup_backlog,"
           + " DROP COLUMN catchup_path, DROP COLUMN catchup_reason, DROP COLUMN catchup_replay_estimate_ms,"
-          + " DROP COLUMN catchup_read_estimate_ms");
+          + " DROP COLUMN catchup_read_estimate_ms, DROP COLUMN catchup_load_estimate_ms");
       s.execute("INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
           + " installed_at, gap_check) VALUES ('earlier', 'x', 0, 0, 0, 127, 'fresh', now(), 'not-needed')");
       Migrations.ensureOutputs(c);
@@ -230,22 +230,64 @@ class JdbcOutputsTest {
       healed.rereadReason = "bucket 17 still mismatched 900 ms of event time after its fingerprint; read again from the source";
       healed.catchupBacklog = 1_440L;
       healed.catchupPath = "read";
-      healed.catchupReason = "read is the cheaper";
+      healed.catchupReason = "read is the cheapest";
       healed.catchupReplayEstimateMs = 900L;
       healed.catchupReadEstimateMs = 400L;
+      healed.catchupLoadEstimateMs = 2_000L;
       write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
           .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
           HydrationEpisode.class, healed);
       List<String> rows = new ArrayList<>();
       try (ResultSet r = s.executeQuery("SELECT job_name, buckets_reread, reread_reason, catchup_backlog, catchup_path,"
-          + " catchup_reason, catchup_replay_estimate_ms, catchup_read_estimate_ms FROM hydration_history ORDER BY job_name")) {
+          + " catchup_reason, catchup_replay_estimate_ms, catchup_read_estimate_ms, catchup_load_estimate_ms FROM hydration_history"
+          + " ORDER BY job_name")) {
         while (r.next()) {
           rows.add(r.getString(1) + " " + r.getLong(2) + " " + r.getString(3) + " " + r.getObject(4) + " " + r.getString(5) + " "
-              + r.getString(6) + " " + r.getObject(7) + " " + r.getObject(8));
+              + r.getString(6) + " " + r.getObject(7) + " " + r.getObject(8) + " " + r.getObject(9));
         }
       }
-      assertThat(rows).containsExactly("earlier 0 null null null null null null",
-          "geofence 2 " + healed.rereadReason + " 1440 read read is the cheaper 900 400");
+      assertThat(rows).containsExactly("earlier 0 null null null null null null null",
+          "geofence 2 " + healed.rereadReason + " 1440 read read is the cheapest 900 400 2000");
+    }
+  }
+
+  /**
+   * The previous release's hydration_history (its path check without {@code load}, no load
+   * estimate) takes a catch-up's load once the job starts: the check is widened NOT VALID under
+   * its name, the old rows kept, other paths still refused; applying again changes nothing.
+   */
+  @Test
+  void thePreviousReleasesHydrationHistoryTakesTheLoadPath() throws Exception {
+    String url = freshDatabase("previous");
+    try (Connection c = java.sql.DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement()) {
+      Migrations.applyOutputs(c);
+      s.execute("ALTER TABLE hydration_history DROP COLUMN catchup_load_estimate_ms, DROP CONSTRAINT hydration_history_catchup_path_check,"
+          + " ADD CONSTRAINT hydration_history_catchup_path_check CHECK (catchup_path IN ('replay', 'read'))");
+      s.execute("INSERT INTO hydration_history (job_name, job_id, subtask, attempt, key_group_start, key_group_end, start_mode,"
+          + " installed_at, gap_check, catchup_path) VALUES ('previous', 'x', 0, 0, 0, 127, 'savepoint', now(), 'covered', 'read')");
+      Migrations.ensureOutputs(c);
+      String check = "SELECT oid::text || ' ' || convalidated FROM pg_constraint WHERE conname = 'hydration_history_catchup_path_check'";
+      String widened = queryString(s, check);
+      assertThat(widened).endsWith(" false");
+      HydrationEpisode loaded = episode(1);
+      loaded.catchupPath = "load";
+      loaded.catchupReason = "load is the cheapest";
+      loaded.catchupLoadEstimateMs = 26_400L;
+      write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
+          .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
+          HydrationEpisode.class, loaded);
+      assertThat(queryString(s, "SELECT string_agg(job_name || ' ' || catchup_path || ' ' || coalesce(catchup_load_estimate_ms::text, '-'),"
+          + " ', ' ORDER BY job_name) FROM hydration_history")).isEqualTo("geofence load 26400, previous read -");
+      assertThatThrownBy(() -> s.execute("UPDATE hydration_history SET catchup_path = 'guess'")).hasMessageContaining("catchup_path_check");
+      Migrations.applyOutputs(c);
+      assertThat(queryString(s, check)).as("applied again: the same constraint").isEqualTo(widened);
+    }
+  }
+
+  private static String queryString(Statement s, String sql) throws java.sql.SQLException {
+    try (ResultSet r = s.executeQuery(sql)) {
+      r.next();
+      return r.getString(1);
     }
   }
 

@@ -104,6 +104,86 @@ class ChangedReadTest {
   }
 
   /**
+   * The catch-up's load (the read whole) over generated histories: into a subtask that set its
+   * fences aside, every live fence of its buckets comes once and the result equals the source; a
+   * tombstone comes only if it is newer than the version held before (so a delete and re-creation
+   * before the held version never EXITs that version's members), and those that come are exactly
+   * the held fences deleted since.
+   */
+  @Test
+  void theLoadReadsEveryFenceWholeAndOnlyTheDeletesSinceTheHeldVersions() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
+      Migrations.applySource(db, GeometryColumn.WKB);
+      byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
+      SplittableRandom random = new SplittableRandom(370);
+      edit(db, random, square, 1_500, 0);
+      for (int round = 0; round < 6; round++) {
+        Map<String, Long> source = live(db);
+        Map<Integer, Map<String, Long>> held = new HashMap<>();
+        for (int r = 0; r < RANGES.length; r++) {
+          held.put(r, inRange(source, RANGES[r]));
+        }
+        edit(db, random, square, 40 + random.nextInt(400), 1_500 + round * 100);
+        source = live(db);
+        for (int r = 0; r < RANGES.length; r++) {
+          int[] range = RANGES[r];
+          Map<String, Long> before = held.get(r);
+          Map<String, Long> expected = inRange(source, range);
+          Set<String> deletedSince = new HashSet<>();
+          before.forEach((id, seq) -> {
+            if (!expected.containsKey(id) || tombstoneSeq(db, id) > seq) {
+              deletedSince.add(id);
+            }
+          });
+          Map<String, Long> loaded = new HashMap<>();
+          Set<String> deletes = new HashSet<>();
+          Map<Integer, long[]> fingerprints = new HashMap<>();
+          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
+              new HashMap<>(before), true, change -> {
+                if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+                  fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
+                } else if (change.delete) {
+                  assertThat(loaded).as("a delete before the re-creation it precedes").doesNotContainKey(change.fenceId);
+                  if (before.containsKey(change.fenceId)) {
+                    deletes.add(change.fenceId);
+                  }
+                } else {
+                  assertThat(change.geometryBytes).isNotNull();
+                  assertThat(loaded.put(change.fenceId, change.seq)).as("%s read once", change.fenceId).isNull();
+                }
+              });
+          assertThat(loaded).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
+          assertThat(deletes).as("tombstones of held fences: the deletes since the held versions").isEqualTo(deletedSince);
+          assertThat(result.changed()).isEqualTo(expected.size());
+          assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
+          assertThat(fingerprints).isNotEmpty();
+          for (Map.Entry<Integer, long[]> bucket : fingerprints.entrySet()) {
+            FenceChecksum sum = new FenceChecksum();
+            loaded.forEach((id, seq) -> {
+              if (FenceBuckets.of(id) == bucket.getKey()) {
+                sum.add(id, seq);
+              }
+            });
+            assertThat(bucket.getValue()).as("bucket %d", bucket.getKey()).containsExactly(sum.count(), sum.checksum());
+          }
+        }
+      }
+    }
+  }
+
+  /** The seq of the fence's tombstone, 0 if it has none. */
+  private static long tombstoneSeq(Connection db, String id) {
+    try (PreparedStatement s = db.prepareStatement("SELECT seq FROM fence_tombstones WHERE id = ?")) {
+      s.setString(1, id);
+      try (ResultSet r = s.executeQuery()) {
+        return r.next() ? r.getLong(1) : 0;
+      }
+    } catch (java.sql.SQLException e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  /**
    * The read's stream position loses nothing under concurrent writers: a stream started there (as
    * the job's slot is moved for it) and merged by seq with what the read held equals the source
    * after the writers stop. The stream here is a test_decoding slot created before the writers, of

@@ -34,7 +34,9 @@ final class FenceIndexGauges {
     group.gauge(FenceIndexMetrics.CATCHUP_BACKLOG, () -> readiness.catchUpBacklog());
     group.gauge(FenceIndexMetrics.CATCHUP_REPLAY_ESTIMATE_MS, () -> warmUp.decision() == null ? 0 : warmUp.decision().replayMillis());
     group.gauge(FenceIndexMetrics.CATCHUP_READ_ESTIMATE_MS, () -> warmUp.decision() == null ? 0 : warmUp.decision().readMillis());
+    group.gauge(FenceIndexMetrics.CATCHUP_LOAD_ESTIMATE_MS, () -> warmUp.decision() == null ? 0 : warmUp.decision().loadMillis());
     group.gauge(FenceIndexMetrics.CATCHUP_READ, () -> warmUp.decision() != null && warmUp.decision().path() == CatchUp.READ ? 1 : 0);
+    group.gauge(FenceIndexMetrics.CATCHUP_LOAD, () -> warmUp.decision() != null && warmUp.decision().path() == CatchUp.LOAD ? 1 : 0);
     group.gauge(FenceIndexMetrics.PENDING_LOCATIONS, () -> clock.heldLocations());
     group.gauge(FenceIndexMetrics.PENDING_EDITS, () -> ledger.schedule().edits());
     group.gauge(FenceIndexMetrics.LOAD_PHASE, () -> recorder.phase().code());

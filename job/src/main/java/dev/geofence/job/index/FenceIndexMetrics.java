@@ -33,8 +33,12 @@ public final class FenceIndexMetrics {
   public static final String CATCHUP_REPLAY_ESTIMATE_MS = "catchup_replay_estimate_ms";
   /** What it estimated a read of the fences changed since the restored state at, milliseconds; 0 before it. */
   public static final String CATCHUP_READ_ESTIMATE_MS = "catchup_read_estimate_ms";
-  /** 1 when the subtask's catch-up reads what changed, 0 when it replays (or before the choice). */
+  /** What it estimated a load of every fence of the subtask's buckets anew at, milliseconds; 0 before it. */
+  public static final String CATCHUP_LOAD_ESTIMATE_MS = "catchup_load_estimate_ms";
+  /** 1 when the subtask's catch-up reads what changed, 0 otherwise (or before the choice). */
   public static final String CATCHUP_READ = "catchup_read";
+  /** 1 when the subtask's catch-up loads its buckets anew, 0 otherwise (or before the choice). */
+  public static final String CATCHUP_LOAD = "catchup_load";
   public static final String PENDING_LOCATIONS = "pending_locations";
   public static final String PENDING_EDITS = "pending_edits";
   /** Superseded fence versions kept for late locations. */

@@ -91,6 +91,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Why state checkpointed during a fresh start's read is not trusted when restored. */
   static final String INCOMPLETE_LOAD = "the state was checkpointed while the fresh start's read of the source was under way";
 
+  /** Why state checkpointed during a catch-up's load, its restored fences set aside, is not trusted when restored. */
+  static final String INCOMPLETE_CATCH_UP_LOAD = "the state was checkpointed while a catch-up's load of the source was under way,"
+      + " the restored fences set aside";
+
   private final GeometryReadOptions geometryOptions;
   private final GeometryFormat geometryFormat;
   /** The source of truth, for the gap check on restore and rebuilds; null in tests that have none. */
@@ -297,7 +301,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     // A checkpoint in the middle of a fresh start's read holds only part of the fences, which no
     // stream will bring again: restored, it is read again, as a rebuild.
-    String untrusted = readiness.distrust() != null ? readiness.distrust() : readiness.loading() ? INCOMPLETE_LOAD : null;
+    String untrusted = readiness.distrust() != null ? readiness.distrust() : readiness.loading() ? INCOMPLETE_LOAD
+        : warmUp.loadUnderWay() ? INCOMPLETE_CATCH_UP_LOAD : null;
     locations.checkpoint(union, untrusted, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
         getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks());
   }

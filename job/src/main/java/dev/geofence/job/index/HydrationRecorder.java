@@ -136,12 +136,13 @@ final class HydrationRecorder {
     episode.catchupBacklog = transactions;
   }
 
-  /** The catch-up's path, why, and both estimates. */
+  /** The catch-up's path, why, and the three estimates. */
   void catchUp(CatchUpChoice.Decision decision) {
     episode.catchupPath = decision.path().label();
     episode.catchupReason = decision.reason();
     episode.catchupReplayEstimateMs = decision.replayMillis();
     episode.catchupReadEstimateMs = decision.readMillis();
+    episode.catchupLoadEstimateMs = decision.loadMillis();
   }
 
   LoadPhase phase() {

@@ -18,7 +18,9 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.LongConsumer;
 import java.util.stream.Collectors;
 import org.apache.flink.streaming.runtime.tasks.ProcessingTimeService;
@@ -62,6 +64,11 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   private final CatchUpRule catchUp;
   /** The catch-up's path and estimates, once a gap check has passed; null before. */
   private CatchUpChoice.Decision decision;
+  /**
+   * The live fences and seqs held before a catch-up's load set them aside, until the load is
+   * complete (kept across its retries: the ledger no longer knows them); null otherwise.
+   */
+  private Map<String, Long> heldBeforeLoad;
   /** Whether the coordinator has been told where this subtask needs the change stream from. */
   private boolean streamReported;
   /** Fences whose restored version is of a format this release cannot read. */
@@ -154,10 +161,20 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       } else {
         source.readAll();
       }
+    } else if (readiness.isReadingChanged() && decision.path() == CatchUp.LOAD) {
+      if (heldBeforeLoad == null) {
+        heldBeforeLoad = ledger.fences().liveSeqs();
+        // Set aside before the read: every fence then comes as into a fresh start's empty index,
+        // not as a replacement of a restored one (about twice the cost each).
+        ledger.clearFences();
+        LOG.info("Set aside the {} restored fences to load this subtask's buckets anew from the source", heldBeforeLoad.size());
+      }
+      read = SourceRead.ofAllBuckets();
+      source.readChanged(new HashMap<>(heldBeforeLoad), true);
     } else if (readiness.isReadingChanged()) {
       // The fences held now, copied for the read's thread: what the stream applied since counts.
       read = SourceRead.ofAllBuckets();
-      source.readChanged(ledger.fences().liveSeqs());
+      source.readChanged(ledger.fences().liveSeqs(), false);
     } else {
       recorder.enter(LoadPhase.GAP_CHECK);
       source.checkGap(restoredLsn);
@@ -259,15 +276,15 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
           ? verdict.result().reason() + "; proven by the bucket versions at " + Lsn.format(verdict.target().lsn()) : null);
       readiness.coveredUpTo(verdict.target().lsn(), verdict.target().bucketVersions());
       recorder.catchUpBacklog(readiness.catchUpBacklog());
-      decision = CatchUpChoice.choose(catchUp.mode(), readiness.catchUpBacklog(), ledger.fences().liveCount(), catchUp.parallelism(),
-          catchUp.locationsReplayDowntime());
+      decision = CatchUpChoice.choose(catchUp.mode(), readiness.catchUpBacklog(), ledger.fences().liveCount(),
+          verdict.target().fenceCount(), catchUp.parallelism(), catchUp.locationsReplayDowntime());
       recorder.catchUp(decision);
       LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source, {} transactions of them since"
               + " the restored state){}; catch-up by {}: {}", verdict.result().reason(), Lsn.format(verdict.target().lsn()),
           verdict.target().fenceCount(), readiness.catchUpBacklog(),
           verdict.result().slotAhead() ? ", where every bucket version of this subtask must have arrived" : "",
           decision.path().label(), decision.reason());
-      if (decision.path() == CatchUp.READ) {
+      if (decision.path() != CatchUp.REPLAY) {
         readiness.readingChanged();
       } else {
         streamFrom(0);
@@ -333,16 +350,32 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   public void readChanged(ChangedRead.Result result) throws Exception {
     List<String> gone = deleteGone(result.missing());
     read = null;
+    boolean loaded = heldBeforeLoad != null;
+    heldBeforeLoad = null;
     streamFrom(readiness.distrust() == null ? result.streamFrom() : 0);
     if (readiness.distrust() == null) {
       catchUp.readAt().accept(result.readTime());
       readiness.readChanged(result.lsn());
-      LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared, {} read whole,"
-              + " {} tombstones of held fences, {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead"
-              + " letters here", result.millis(), result.keys(), result.changed(), result.tombstones(), gone.size(),
-          Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
+      if (loaded) {
+        LOG.info("Caught up by loading this subtask's buckets anew in {} ms: {} fences read whole, {} tombstones of held fences,"
+                + " {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead letters here", result.millis(),
+            result.changed(), result.tombstones(), gone.size(), Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
+      } else {
+        LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared, {} read whole,"
+                + " {} tombstones of held fences, {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead"
+                + " letters here", result.millis(), result.keys(), result.changed(), result.tombstones(), gone.size(),
+            Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
+      }
     }
     stepped();
+  }
+
+  /**
+   * Whether a catch-up's load has set the restored fences aside and not yet read them all: state
+   * checkpointed meanwhile holds only part of them, and must not be trusted when restored.
+   */
+  boolean loadUnderWay() {
+    return heldBeforeLoad != null;
   }
 
   /** A re-read of some buckets is complete. */

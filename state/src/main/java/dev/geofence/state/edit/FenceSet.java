@@ -66,6 +66,17 @@ public final class FenceSet {
     live += segment.liveCount();
   }
 
+  /**
+   * Forgets every fence, live or tombstone, segments included, and empties the index: a catch-up's
+   * load reads them all anew (docs/design.md#catch-up). The counters of edits stay.
+   */
+  public void clear() {
+    versions.clear();
+    segments.clear();
+    index.clear();
+    live = 0;
+  }
+
   public EditOutcome apply(FenceEdit edit) {
     return apply(CoalescedEdit.of(edit));
   }

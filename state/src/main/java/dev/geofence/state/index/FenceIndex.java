@@ -269,6 +269,33 @@ public final class FenceIndex {
     return id != null ? id : slotSegments[slot].id(slotPositions[slot]);
   }
 
+  /**
+   * Removes every fence, as if none had been indexed (tenant codes stay, as no query sees them):
+   * a catch-up's load indexes all of them anew rather than replace each (docs/design.md#catch-up).
+   */
+  public void clear() {
+    checkNotQuerying();
+    ids = new String[16];
+    geometries = new FenceGeometry[16];
+    slotSegments = new FenceSegment[16];
+    slotPositions = new int[16];
+    slotLoaded = new Loaded[16];
+    loadedByBucket.clear();
+    loadedLive = 0;
+    slotTenants = new int[16];
+    records = new long[16 * RECORD];
+    slotCount = 0;
+    slotById.clear();
+    retiredCount = 0;
+    slotDelays = null;
+    segmentsWithDelays = 0;
+    packed = PackedRTree.pack(new double[0], 0, nodeSize, packing);
+    packedCount = 0;
+    overlay = packed;
+    overlaySlots = new int[0];
+    overlayStale = false;
+  }
+
   /** Removes the fence; returns whether it was indexed. */
   public boolean delete(String id) {
     checkNotQuerying();

@@ -150,6 +150,16 @@ public final class FenceLedger {
     applyCoalesced(CoalescedEdit.of(FenceEdit.delete(fenceId, fences.seqOf(fenceId) + 1, EditOrigin.SNAPSHOT, 0, now)));
   }
 
+  /**
+   * Forgets every fence held, in memory and in the store, before a catch-up's load reads them all
+   * anew (docs/design.md#catch-up); their members, superseded versions and queued changes stay.
+   */
+  public void clearFences() throws Exception {
+    fences.clear();
+    fingerprints.clearHeld();
+    store.clearFences();
+  }
+
   /** Drops the superseded versions no location can need any more. */
   public void pruneHistory() {
     history.pruneUpTo(clock.historyHorizon());

@@ -16,6 +16,9 @@ public interface LedgerStore extends Schedule.Store {
   /** Removes a fence's stored version (one of a format this release cannot read, before a rebuild reads it again). */
   void removeFence(String fenceId) throws Exception;
 
+  /** Removes every fence's stored version, tombstones included, of the buckets it holds. */
+  void clearFences() throws Exception;
+
   /** The tenant of a fence's stored version, or null (none stored, or no tenant). */
   String storedTenant(String fenceId) throws Exception;
 

@@ -2,6 +2,7 @@ package dev.geofence.state.readiness;
 
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
+import java.util.Arrays;
 
 /**
  * Readiness of one subtask's fence index: for every bucket the subtask owns, the fingerprint of
@@ -75,6 +76,19 @@ public final class BucketFingerprints {
     checksum[b] ^= fencesChecksum;
     loaded += fences;
     recheck(b);
+  }
+
+  /**
+   * No fence held any more, in any bucket (the source's fingerprints stay expected): a catch-up's
+   * load counts them all again as it reads them.
+   */
+  public void clearHeld() {
+    Arrays.fill(count, 0);
+    Arrays.fill(checksum, 0);
+    loaded = 0;
+    for (int b = 0; b < FenceBuckets.COUNT; b++) {
+      recheck(b);
+    }
   }
 
   /** A live fence version no longer held. */

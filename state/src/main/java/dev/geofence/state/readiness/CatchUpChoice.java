@@ -3,7 +3,7 @@ package dev.geofence.state.readiness;
 /**
  * Which catch-up a restored subtask takes (docs/design.md#the-choice), from what the gap check
  * knows: the backlog (transactions per bucket since the restored state), how many fences the
- * subtask holds, and the job's parallelism. Each path is estimated from costs measured on the
+ * subtask holds and the source has in its buckets, and the job's parallelism. Each path is estimated from costs measured on the
  * reference machine (docs/performance.md, "Catch-up"):
  *
  * <ul>
@@ -14,6 +14,11 @@ package dev.geofence.state.readiness;
  *       the backlog (a fence changed many times is read once). The stream then starts where the
  *       reads were, so nothing of the backlog is decoded again: if every subtask reads, which they
  *       do when their shares are alike; one that replays has the others wait for the stream too.
+ *   <li>load: every fence the source has in the subtask's buckets, read and loaded as a fresh start
+ *       does, into an index emptied first: what a read costs once most fences changed, without
+ *       the key pass and without replacing each restored fence (a changed fence read over a
+ *       restored one cost about twice a fresh start's, docs/performance.md "Catch-up"). The
+ *       stream starts where the loads were, as after reads.
  * </ul>
  *
  * The estimates are what is logged, recorded and exported, beside the path taken; a forced path is
@@ -27,16 +32,22 @@ public final class CatchUpChoice {
   static final double APPLY_MICROS = 56;
   /** The key pass, per fence the subtask holds (one scan of the heap, each subtask its buckets). */
   static final double KEY_MICROS = 4.7;
-  /** One changed fence read whole and loaded, as a fresh start loads one. */
+  /**
+   * One fence read whole and loaded, as a fresh start loads one: the load's cost per fence, and
+   * the read's per changed fence. The read's is about 85 µs measured, but its count of changed
+   * fences ({@code min(backlog, fences)}) is about 2.7x too many at an hour's backlog, and the two
+   * errors cancel there: which the choice between replay and read was calibrated on.
+   */
   static final double LOAD_MICROS = 44;
 
   /**
-   * @param path the path taken: {@link CatchUp#REPLAY} or {@link CatchUp#READ}
+   * @param path the path taken: {@link CatchUp#REPLAY}, {@link CatchUp#READ} or {@link CatchUp#LOAD}
    * @param replayMillis the replay's estimate
    * @param readMillis the read's estimate
+   * @param loadMillis the load's estimate
    * @param reason why this path, in one sentence for the log and {@code hydration_history}
    */
-  public record Decision(CatchUp path, long replayMillis, long readMillis, String reason) {}
+  public record Decision(CatchUp path, long replayMillis, long readMillis, long loadMillis, String reason) {}
 
   private CatchUpChoice() {}
 
@@ -44,22 +55,25 @@ public final class CatchUpChoice {
    * @param mode the configured mode
    * @param backlog transactions (per bucket) of this subtask's buckets since its restored state
    * @param fences the fences this subtask holds
+   * @param fencesAtSource the live fences the source has in this subtask's buckets
    * @param parallelism the job's parallelism
    * @param locationsReplayDowntime whether the location source resumes from its restored position,
-   *     so that locations older than a read will come (a read would make them dead letters)
+   *     so that locations older than a read or a load will come (either would make them dead letters)
    */
-  public static Decision choose(CatchUp mode, long backlog, long fences, int parallelism, boolean locationsReplayDowntime) {
+  public static Decision choose(CatchUp mode, long backlog, long fences, long fencesAtSource, int parallelism,
+      boolean locationsReplayDowntime) {
     long replay = micros(backlog * (Math.max(1, parallelism) * STREAM_MICROS + APPLY_MICROS));
     long read = micros(fences * KEY_MICROS + Math.min(backlog, fences) * LOAD_MICROS);
-    String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms";
+    long load = micros(fencesAtSource * LOAD_MICROS);
+    String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms, load at " + load + " ms";
+    CatchUp cheapest = replay <= read && replay <= load ? CatchUp.REPLAY : read <= load ? CatchUp.READ : CatchUp.LOAD;
     return switch (mode) {
-      case REPLAY -> new Decision(CatchUp.REPLAY, replay, read, "replay forced by the configuration; " + estimates);
-      case READ -> new Decision(CatchUp.READ, replay, read, "read forced by the configuration; " + estimates);
-      case AUTO -> read >= replay ? new Decision(CatchUp.REPLAY, replay, read, "replay is the cheaper: " + estimates)
-          : locationsReplayDowntime ? new Decision(CatchUp.REPLAY, replay, read, "replay, though the read is the cheaper ("
-              + estimates + "), since the location source resumes from its restored position and a read would make the"
-              + " locations older than it dead letters")
-          : new Decision(CatchUp.READ, replay, read, "read is the cheaper: " + estimates);
+      case REPLAY, READ, LOAD -> new Decision(mode, replay, read, load, mode.label() + " forced by the configuration; " + estimates);
+      case AUTO -> cheapest == CatchUp.REPLAY ? new Decision(CatchUp.REPLAY, replay, read, load, "replay is the cheapest: " + estimates)
+          : locationsReplayDowntime ? new Decision(CatchUp.REPLAY, replay, read, load, "replay, though the " + cheapest.label()
+              + " is the cheapest (" + estimates + "), since the location source resumes from its restored position and a "
+              + cheapest.label() + " would make the locations older than it dead letters")
+          : new Decision(cheapest, replay, read, load, cheapest.label() + " is the cheapest: " + estimates);
     };
   }
 

@@ -177,6 +177,46 @@ class FenceLedgerTest {
     assertThat(ledger.fences().index().covering(25, 25, null)).containsExactly("a");
   }
 
+  /**
+   * A catch-up's load sets every fence aside (a segment's and an overlay's, live and tombstones):
+   * the index answers nothing, the store holds nothing, the bucket no longer matches; the fences
+   * read anew then match the source's fingerprint as a fresh start's would, and a version older
+   * than one set aside applies (nothing of the set-aside state is left to refuse it).
+   */
+  @Test
+  void fencesClearedForALoadAreReadAsIntoAFreshStart() throws Exception {
+    String other = otherFenceOfTheBucketOf("a");
+    int bucket = FenceBuckets.of("a");
+    Map<String, StoredFence> segment = new HashMap<>();
+    segment.put("a", StoredFence.of(3, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    segment.put(other, StoredFence.of(2, true, null, null, StayRules.NO_FENCE_DELAY, 0));
+    ledger.restore(bucket, FenceSegment.read(StoredFence.segment(segment)));
+    ledger.read(Queued.of(FenceEdit.upsert("b", 1, SQUARE, null, 4_000, EditOrigin.SNAPSHOT, 0, 0)));
+    hearAll(bucket, fingerprint(bucket, 1, "a@3"));
+    assertThat(store.fences).isNotEmpty();
+
+    ledger.clearFences();
+    assertThat(ledger.fences().liveCount()).isZero();
+    assertThat(ledger.fences().seqOf("a")).isZero();
+    assertThat(ledger.fences().seqOf(other)).as("a tombstone set aside too").isZero();
+    assertThat(ledger.fences().index().size()).isZero();
+    assertThat(ledger.fences().index().covering(5, 5, null)).isEmpty();
+    assertThat(ledger.fences().index().dwellDelayOf("b")).isEqualTo(StayRules.NO_FENCE_DELAY);
+    assertThat(store.fences).isEmpty();
+    assertThat(fingerprints.ready()).as("a@3 and b@1 no longer held").isFalse();
+
+    ledger.read(Queued.of(FenceEdit.upsert("a", 2, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 0)));
+    ledger.read(Queued.of(FenceEdit.upsert(other, 4, SQUARE, "t", 700, EditOrigin.SNAPSHOT, 0, 0)));
+    hearAll(bucket, fingerprint(bucket, 2, "a@2", other + "@4"));
+    assertThat(fingerprints.ready()).isTrue();
+    assertThat(ledger.fences().liveCount()).isEqualTo(2);
+    assertThat(ledger.fences().index().covering(5, 5, null)).containsExactlyInAnyOrder("a", other);
+    assertThat(ledger.fences().index().covering(5, 5, "t")).containsExactly(other);
+    assertThat(ledger.fences().index().dwellDelayOf(other)).isEqualTo(700);
+    assertThat(store.fences).containsOnlyKeys("a", other);
+    assertThat(told).as("nothing deleted, nothing exited").isEmpty();
+  }
+
   private void hearAll(int bucket, BucketFingerprint fingerprint) throws Exception {
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
       ledger.read(Queued.of(b == bucket ? fingerprint : new BucketFingerprint(b, 0, 0, 1, 0, 0)));
@@ -249,6 +289,11 @@ class FenceLedgerTest {
     @Override
     public void removeFence(String fenceId) {
       fences.remove(fenceId);
+    }
+
+    @Override
+    public void clearFences() {
+      fences.clear();
     }
 
     @Override
