@@ -59,11 +59,11 @@ for i, age in enumerate(ages):
     replayed = r[f"catchup_{age}_replayed"]
     coalesced = r[f"catchup_{age}_coalesced"]
     share = coalesced / replayed if replayed else 0
-    # The job's choice per subtask, with its estimates of both paths (replay/read ms).
+    # The job's choice per subtask, with its estimates of the three paths (replay/read/load ms).
     path = r.get(f"catchup_{age}_path", "-")
     row(3, f"restore + catch-up of a {label} old savepoint ({made:,} edits, 62 % superseded)",
         f"{s:.1f} s, {made / s:,.0f} edits/s end to end, {replayed:,.0f} received, {share:.0%} coalesced away;"
-        f" path per subtask, estimates replay/read ms: {path}",
+        f" path per subtask, estimates replay/read/load ms: {path}",
         "<= 2 s" if i == 1 else "", s <= 2 if i == 1 else None)
 for p in (1, 2):
     row(4, f"steady locations evaluated, whole job, parallelism {p}",

@@ -35,6 +35,8 @@ import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.test.junit5.InjectMiniCluster;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.rocksdb.Options;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
@@ -98,16 +100,18 @@ class WarmStartITCase extends EndToEndFixture {
   }
 
   /**
-   * A restore that catches up by reading what changed (issue 37), at another parallelism (2 -> 3):
+   * A restore that catches up by reading what changed, or by loading its buckets anew (issue 37),
+   * at another parallelism (2 -> 3):
    * creates, reshapes, deletes and re-creations made while the job was down, and edits going on
    * while the subtasks read, merged with the read by seq. Every subtask read, so the job's slot
    * was moved to where the reads were: the thousands of edits made while down are not streamed. A location of the downtime (which only a
    * replay could evaluate against the fences of its time) is a BEFORE_READ dead letter, never a
    * trigger. Ends with the triggers as the oracle's and the three-way check.
    */
-  @Test
-  void restoreCatchesUpByReadingWhatChangedAtAnotherParallelism() throws Exception {
-    database("geofence_changed_read", 29);
+  @ParameterizedTest
+  @EnumSource(value = CatchUp.class, names = {"READ", "LOAD"})
+  void restoreCatchesUpByReadingWhatChangedAtAnotherParallelism(CatchUp path) throws Exception {
+    database("geofence_changed_" + path.label(), 29);
     placeFences(0, 40);
     StoppedRun first = runAndStopWithSavepoint(2, "rocksdb");
     placeFences(0, 6);
@@ -126,7 +130,7 @@ class WarmStartITCase extends EndToEndFixture {
     // Not given to the oracle: no subtask that read may evaluate it.
     writeLines(List.of(LocationJson.format(new Location("downtime", nextLocationTime(), 5, 5, null))));
 
-    catchUp = CatchUp.READ;
+    catchUp = path;
     JobClient second = launch(3, "rocksdb", first.savepoint());
     int edits = 0;
     for (; queryLong("SELECT count(*) FROM hydration_history WHERE job_id = '" + second.getJobID() + "' AND hydrated_at IS NOT NULL")
@@ -134,19 +138,19 @@ class WarmStartITCase extends EndToEndFixture {
       placeFences(46 + edits % 4, 47 + edits % 4);
     }
     moveObjects();
-    threeWayCheck("read", POINTS);
+    threeWayCheck(path.label(), POINTS);
     assertTriggersAsOracle();
     assertPresenceAsOracle();
     List<Episode> rows = assertWarmUps(second, 3, "savepoint").stream().filter(e -> e.startMode().equals("savepoint")).toList();
     assertThat(rows).as("edits made while it warmed up: %d", edits).allSatisfy(e -> {
       assertThat(e.gapCheck()).isEqualTo("covered");
-      assertThat(e.catchupPath()).isEqualTo("read");
+      assertThat(e.catchupPath()).isEqualTo(path.label());
     });
     assertThat(queryLong("SELECT count(*) FROM geofence_dead_letters WHERE key = 'downtime' AND reason = 'BEFORE_READ'"))
         .as("the downtime's location, refused by the subtasks that read").isPositive();
     assertThat(queryLong("SELECT count(*) FROM geofence_triggers WHERE object_id = 'downtime'")).isZero();
     assertThat(metricSum(second, "before_read_locations")).isPositive();
-    assertThat(metricSum(second, "catchup_read")).as("every subtask read").isEqualTo(3);
+    assertThat(metricSum(second, "catchup_" + path.label())).as("every subtask took the path").isEqualTo(3);
     // Without the slot moved, every edit made while down would come again as a duplicate.
     assertThat(metricSum(second, "edits_duplicate")).as("edits the stream brought that the reads held").isLessThan(500);
   }

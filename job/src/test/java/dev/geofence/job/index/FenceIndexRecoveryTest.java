@@ -44,6 +44,8 @@ import org.apache.flink.streaming.runtime.tasks.mailbox.TaskMailbox;
 import org.apache.flink.streaming.util.KeyedTwoInputStreamOperatorTestHarness;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.locationtech.jts.io.WKBWriter;
 import org.locationtech.jts.io.WKTReader;
 
@@ -288,15 +290,18 @@ class FenceIndexRecoveryTest {
   }
 
   /**
-   * A restore that catches up by reading what changed (issue 37): edits made while the job was
-   * down (a reshape, a delete, a delete and re-creation, a new fence, one fence edited many times)
-   * are read whole, only they, in one transaction with the bucket rows; the source is stopped
-   * between the gap check and the read, which is tried again once it is back. The deletes EXIT
-   * their members, a location stamped before the read is a BEFORE_READ dead letter, one after it
-   * sees the fences as the source has them, and every seq equals the source's.
+   * A restore that catches up by reading what changed, or by loading its buckets anew (issue 37):
+   * edits made while the job was down (a reshape, a delete, a delete and re-creation, a new fence,
+   * one fence edited many times) are read whole (only they, or every fence after the restored ones
+   * were set aside), in one transaction with the bucket rows; the source is stopped between the gap
+   * check and the read, which is tried again once it is back. The deletes EXIT their members, and
+   * only they (a load keeps the members of the fences it reads again), a location stamped before
+   * the read is a BEFORE_READ dead letter, one after it sees the fences as the source has them, and
+   * every seq equals the source's.
    */
-  @Test
-  void aCoveredRestoreCatchesUpByReadingWhatChanged(@TempDir Path dir) throws Exception {
+  @ParameterizedTest
+  @EnumSource(value = CatchUp.class, names = {"READ", "LOAD"})
+  void aCoveredRestoreCatchesUpByReadingWhatChanged(CatchUp path, @TempDir Path dir) throws Exception {
     int port = freePort();
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
@@ -348,17 +353,18 @@ class FenceIndexRecoveryTest {
         }
       }
 
-      FenceIndexOperator operator = operator(port, "slot_read").catchingUp(CatchUp.READ, true);
+      FenceIndexOperator operator = operator(port, "slot_read").catchingUp(path, true);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
         // The gap check's verdict waits in the mailbox; the source goes before the read can begin.
         Waiting.until("the gap check's verdict", Duration.ofMinutes(1), () -> harness.getTaskMailbox().hasMail());
         pg.close();
-        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "read".equals(e.catchupPath)), "the catch-up's choice");
+        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
         advanceUntil(harness, () -> !operator.view().recovering(), "the read to find the source unreachable");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
-        assertThat(operator.view().fences().seqOf("fence-10")).isEqualTo(1);
+        assertThat(operator.view().fences().seqOf("fence-10")).as("restored, or set aside for the load")
+            .isEqualTo(path == CatchUp.READ ? 1 : 0);
         pg = postgres(port, data);
         advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-10") == 6,
             "the read of what changed, tried again once the source is back");
@@ -383,11 +389,20 @@ class FenceIndexRecoveryTest {
             .satisfies(l -> assertThat(l.getValue().reason).isEqualTo(LocationTimePolicy.BEFORE_READ))
             .satisfies(l -> assertThat(l.getValue().eventTime).isEqualTo(40));
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
-        assertThat(last.catchupPath).isEqualTo("read");
+        assertThat(last.catchupPath).isEqualTo(path.label());
         assertThat(last.catchupReason).contains("forced");
+        assertThat(last.catchupLoadEstimateMs).isNotNull();
         assertThat(last.catchupBacklog).as("ten transactions, each of one bucket").isEqualTo(10);
         assertThat(last.catchupReplayEstimateMs).isNotNull();
         assertThat(last.hydratedAt).isPositive();
+        // What the keyed state holds now, read back: the source's fences, none of those set aside.
+        OperatorSubtaskState after = harness.snapshot(3, now + 2);
+        FenceIndexOperator reread = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB);
+        try (var again = harness(reread)) {
+          again.initializeState(after);
+          again.open();
+          assertThat(heldSeqs(reread)).as("the fences and seqs stored").isEqualTo(sourceSeqs(pg));
+        }
       }
     } finally {
       pg.close();
@@ -399,8 +414,9 @@ class FenceIndexRecoveryTest {
    * over, the read's transaction open): the read fails, is tried again once the source is back,
    * and the subtask ends with exactly the source's fences.
    */
-  @Test
-  void aReadOfWhatChangedCutByARestartOfTheSourceIsTriedAgain(@TempDir Path dir) throws Exception {
+  @ParameterizedTest
+  @EnumSource(value = CatchUp.class, names = {"READ", "LOAD"})
+  void aReadOfWhatChangedCutByARestartOfTheSourceIsTriedAgain(CatchUp path, @TempDir Path dir) throws Exception {
     int port = freePort();
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
@@ -415,17 +431,19 @@ class FenceIndexRecoveryTest {
         // Every fence changed while the job was down: the read has more rows than the task takes ahead.
         s.execute("UPDATE fences SET geom = geom");
       }
-      FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(CatchUp.READ, true);
+      FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(path, true);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
-        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> "read".equals(e.catchupPath)), "the catch-up's choice");
+        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
         // The read hands its rows over in batches and waits when the task is that many behind: its
         // transaction is open, part of its rows read. Then the source goes.
         Waiting.until("the read to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
         pg.close();
         advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
+        // A load's state checkpointed now holds part of the fences: restored, it is not trusted.
+        OperatorSubtaskState cut = harness.snapshot(2, 20);
         pg = postgres(port, data);
         advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-" + (fences - 1)) == 2
             && operator.view().fences().seqOf("fence-0") == 2, "the read tried again once the source is back");
@@ -433,6 +451,17 @@ class FenceIndexRecoveryTest {
         assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
         heartbeat(harness, FAR_LSN, System.currentTimeMillis());
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        if (path == CatchUp.LOAD) {
+          FenceIndexOperator restored = operator(port, "slot_cut").catchingUp(path, true);
+          try (var again = harness(restored)) {
+            again.initializeState(cut);
+            again.open();
+            assertThat(restored.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+            advanceUntil(again, () -> !restored.view().recovering(), "the rebuild");
+            assertThat(heldSeqs(restored)).isEqualTo(sourceSeqs(pg));
+            assertThat(episodes(again).get(episodes(again).size() - 1).gapReason).isEqualTo(FenceIndexOperator.INCOMPLETE_CATCH_UP_LOAD);
+          }
+        }
       }
     } finally {
       pg.close();
