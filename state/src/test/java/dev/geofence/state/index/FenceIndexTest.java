@@ -267,6 +267,9 @@ class FenceIndexTest {
     assertThatThrownBy(() -> index.load(buckets.keySet().iterator().next(), FenceSegment.read(StoredFence.segment(Map.of()))))
         .isInstanceOf(IllegalStateException.class);
     assertThat(index.size()).isEqualTo(model.size());
+    Map<String, FenceGeometry> loadedModel = new HashMap<>(model);
+    Map<String, String> loadedTenants = new HashMap<>(tenants);
+    Map<String, Long> loadedDelays = new HashMap<>(delays);
     List<String> differences = new ArrayList<>();
     int compared = 0;
     for (int step = 0; step < 6_000; step++) {
@@ -307,6 +310,34 @@ class FenceIndexTest {
       assertThat(index.contains(id)).as(id).isEqualTo(model.containsKey(id));
       assertThat(index.tenantOf(id)).as(id).isEqualTo(model.containsKey(id) ? tenants.get(id) : null);
       assertThat(index.dwellDelayOf(id)).as(id).isEqualTo(delays.getOrDefault(id, StayRules.NO_FENCE_DELAY));
+    }
+
+    // Cleared, as a catch-up's load sets the fences aside: nothing is indexed, and the same buckets
+    // then load again and take edits as the first time.
+    index.clear();
+    assertThat(index.size()).isZero();
+    assertThat(index.hasDwellDelays()).isFalse();
+    for (int k = 0; k < 1_800; k++) {
+      assertThat(index.contains("f" + k)).isFalse();
+    }
+    buckets.forEach((bucket, fences) -> index.load(bucket, FenceSegment.read(StoredFence.segment(fences), arena)));
+    for (int k = 0; k < 50; k++) {
+      upsertAnyShape(index, shapes, "f" + random.nextInt(1_800), loadedModel, loadedTenants, loadedDelays);
+    }
+    assertThat(index.size()).isEqualTo(loadedModel.size());
+    for (int q = 0; q < 20_000; q++) {
+      double x = random.nextDouble(-0.5, 4.5);
+      double y = random.nextDouble(-0.5, 4.5);
+      String tenant = random.nextInt(3) == 0 ? TENANTS[1 + random.nextInt(2)] : null;
+      List<String> expected = bruteForce(loadedModel, loadedTenants, x, y, tenant);
+      List<String> got = index.covering(x, y, tenant);
+      if (!sameElements(expected, got) && differences.size() < 10) {
+        differences.add("after clear " + x + " " + y + " expected " + expected + " got " + got);
+      }
+    }
+    assertThat(differences).isEmpty();
+    for (String id : loadedDelays.keySet()) {
+      assertThat(index.dwellDelayOf(id)).as(id).isEqualTo(loadedDelays.get(id));
     }
   }
 
