@@ -234,9 +234,7 @@ class JdbcOutputsTest {
       healed.catchupReplayEstimateMs = 900L;
       healed.catchupReadEstimateMs = 400L;
       healed.catchupLoadEstimateMs = 2_000L;
-      write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
-          .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
-          HydrationEpisode.class, healed);
+      writeEpisode(url, healed);
       List<String> rows = new ArrayList<>();
       try (ResultSet r = s.executeQuery("SELECT job_name, buckets_reread, reread_reason, catchup_backlog, catchup_path,"
           + " catchup_reason, catchup_replay_estimate_ms, catchup_read_estimate_ms, catchup_load_estimate_ms FROM hydration_history"
@@ -273,15 +271,20 @@ class JdbcOutputsTest {
       loaded.catchupPath = "load";
       loaded.catchupReason = "load is the cheapest";
       loaded.catchupLoadEstimateMs = 26_400L;
-      write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
-          .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
-          HydrationEpisode.class, loaded);
+      writeEpisode(url, loaded);
       assertThat(queryString(s, "SELECT string_agg(job_name || ' ' || catchup_path || ' ' || coalesce(catchup_load_estimate_ms::text, '-'),"
           + " ', ' ORDER BY job_name) FROM hydration_history")).isEqualTo("geofence load 26400, previous read -");
       assertThatThrownBy(() -> s.execute("UPDATE hydration_history SET catchup_path = 'guess'")).hasMessageContaining("catchup_path_check");
       Migrations.applyOutputs(c);
       assertThat(queryString(s, check)).as("applied again: the same constraint").isEqualTo(widened);
     }
+  }
+
+  /** Writes the episode to the database at {@code url} through the job's sink, as the postgres user. */
+  private static void writeEpisode(String url, HydrationEpisode episode) throws Exception {
+    write(JdbcOutputs.hydrationHistory(new JdbcConnectionOptions.JdbcConnectionOptionsBuilder().withUrl(url).withUsername("postgres")
+        .withDriverName("org.postgresql.Driver").build(), BATCHES, GeofenceOptions.HYDRATION_RETENTION.defaultValue()),
+        HydrationEpisode.class, episode);
   }
 
   private static String queryString(Statement s, String sql) throws java.sql.SQLException {

@@ -36,71 +36,45 @@ class ChangedReadTest {
 
   @Test
   void heldFencesMergedWithTheReadEqualTheSourceOverGeneratedHistories() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
-      Migrations.applySource(db, GeometryColumn.WKB);
-      byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
-      SplittableRandom random = new SplittableRandom(37);
-      edit(db, random, square, 1_500, 0);
-      for (int round = 0; round < 8; round++) {
-        Map<String, Long> source = live(db);
-        Map<Integer, Map<String, Long>> held = new HashMap<>();
-        for (int r = 0; r < RANGES.length; r++) {
-          held.put(r, inRange(source, RANGES[r]));
+    overGeneratedHistories(37, 8, 200, (db, round, range, before, expected) -> {
+      Set<String> changed = new HashSet<>();
+      expected.forEach((id, seq) -> {
+        if (!seq.equals(before.get(id))) {
+          changed.add(id);
         }
-        edit(db, random, square, 40 + random.nextInt(200), 1_500 + round * 100);
-        source = live(db);
-        for (int r = 0; r < RANGES.length; r++) {
-          int[] range = RANGES[r];
-          Map<String, Long> before = held.get(r);
-          Map<String, Long> expected = inRange(source, range);
-          Set<String> changed = new HashSet<>();
-          expected.forEach((id, seq) -> {
-            if (!seq.equals(before.get(id))) {
-              changed.add(id);
+      });
+      Map<String, Long> holding = new HashMap<>(before);
+      Map<String, Long> deleted = new HashMap<>();
+      Set<String> readWhole = new HashSet<>();
+      Map<Integer, long[]> fingerprints = new HashMap<>();
+      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
+          new HashMap<>(before), change -> {
+            if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+              fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
+            } else if (change.delete) {
+              if (holding.getOrDefault(change.fenceId, 0L) < change.seq) {
+                holding.remove(change.fenceId);
+                deleted.put(change.fenceId, change.seq);
+              }
+            } else {
+              assertThat(change.geometryBytes).isNotNull();
+              assertThat(readWhole.add(change.fenceId)).as("%s read once", change.fenceId).isTrue();
+              long current = Math.max(holding.getOrDefault(change.fenceId, 0L), deleted.getOrDefault(change.fenceId, 0L));
+              if (change.seq > current) {
+                holding.put(change.fenceId, change.seq);
+                deleted.remove(change.fenceId);
+              }
             }
           });
-          Map<String, Long> holding = new HashMap<>(before);
-          Map<String, Long> deleted = new HashMap<>();
-          Set<String> readWhole = new HashSet<>();
-          Map<Integer, long[]> fingerprints = new HashMap<>();
-          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-              new HashMap<>(before), change -> {
-                if (change.kind == FenceChange.Kind.BUCKET_STATS) {
-                  fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
-                } else if (change.delete) {
-                  if (holding.getOrDefault(change.fenceId, 0L) < change.seq) {
-                    holding.remove(change.fenceId);
-                    deleted.put(change.fenceId, change.seq);
-                  }
-                } else {
-                  assertThat(change.geometryBytes).isNotNull();
-                  assertThat(readWhole.add(change.fenceId)).as("%s read once", change.fenceId).isTrue();
-                  long current = Math.max(holding.getOrDefault(change.fenceId, 0L), deleted.getOrDefault(change.fenceId, 0L));
-                  if (change.seq > current) {
-                    holding.put(change.fenceId, change.seq);
-                    deleted.remove(change.fenceId);
-                  }
-                }
-              });
-          result.missing().forEach(holding::remove);
-          assertThat(holding).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
-          assertThat(readWhole).as("read whole: exactly the fences whose seq differs").isEqualTo(changed);
-          assertThat(result.changed()).isEqualTo(changed.size());
-          assertThat(result.keys()).isEqualTo(expected.size());
-          assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
-          for (Map.Entry<Integer, long[]> bucket : fingerprints.entrySet()) {
-            FenceChecksum sum = new FenceChecksum();
-            holding.forEach((id, seq) -> {
-              if (FenceBuckets.of(id) == bucket.getKey()) {
-                sum.add(id, seq);
-              }
-            });
-            assertThat(bucket.getValue()).as("bucket %d", bucket.getKey()).containsExactly(sum.count(), sum.checksum());
-          }
-          assertThat(result.readTime()).isGreaterThan(System.currentTimeMillis() - 60_000);
-        }
-      }
-    }
+      result.missing().forEach(holding::remove);
+      assertThat(holding).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
+      assertThat(readWhole).as("read whole: exactly the fences whose seq differs").isEqualTo(changed);
+      assertThat(result.changed()).isEqualTo(changed.size());
+      assertThat(result.keys()).isEqualTo(expected.size());
+      assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
+      assertFingerprintsAgree(fingerprints, holding);
+      assertThat(result.readTime()).isGreaterThan(System.currentTimeMillis() - 60_000);
+    });
   }
 
   /**
@@ -112,60 +86,77 @@ class ChangedReadTest {
    */
   @Test
   void theLoadReadsEveryFenceWholeAndOnlyTheDeletesSinceTheHeldVersions() throws Exception {
+    overGeneratedHistories(370, 6, 400, (db, round, range, before, expected) -> {
+      Set<String> deletedSince = new HashSet<>();
+      before.forEach((id, seq) -> {
+        if (!expected.containsKey(id) || tombstoneSeq(db, id) > seq) {
+          deletedSince.add(id);
+        }
+      });
+      Map<String, Long> loaded = new HashMap<>();
+      Set<String> deletes = new HashSet<>();
+      Map<Integer, long[]> fingerprints = new HashMap<>();
+      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
+          new HashMap<>(before), true, change -> {
+            if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+              fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
+            } else if (change.delete) {
+              assertThat(loaded).as("a delete before the re-creation it precedes").doesNotContainKey(change.fenceId);
+              if (before.containsKey(change.fenceId)) {
+                deletes.add(change.fenceId);
+              }
+            } else {
+              assertThat(change.geometryBytes).isNotNull();
+              assertThat(loaded.put(change.fenceId, change.seq)).as("%s read once", change.fenceId).isNull();
+            }
+          });
+      assertThat(loaded).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
+      assertThat(deletes).as("tombstones of held fences: the deletes since the held versions").isEqualTo(deletedSince);
+      assertThat(result.changed()).isEqualTo(expected.size());
+      assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
+      assertThat(fingerprints).isNotEmpty();
+      assertFingerprintsAgree(fingerprints, loaded);
+    });
+  }
+
+  /** Each bucket row read agrees with the fences {@code held} leaves in its bucket. */
+  private static void assertFingerprintsAgree(Map<Integer, long[]> fingerprints, Map<String, Long> held) {
+    for (Map.Entry<Integer, long[]> bucket : fingerprints.entrySet()) {
+      FenceChecksum sum = new FenceChecksum();
+      held.forEach((id, seq) -> {
+        if (FenceBuckets.of(id) == bucket.getKey()) {
+          sum.add(id, seq);
+        }
+      });
+      assertThat(bucket.getValue()).as("bucket %d", bucket.getKey()).containsExactly(sum.count(), sum.checksum());
+    }
+  }
+
+  /** One subtask's key groups after a round of generated edits: what it held before them, what the source has after. */
+  private interface Round {
+    void check(Connection db, int round, int[] range, Map<String, Long> before, Map<String, Long> expected) throws Exception;
+  }
+
+  /**
+   * 1,500 fences, then {@code rounds} rounds of up to {@code maxEdits} random edits, each checked for
+   * every subtask's key groups of {@link #RANGES}.
+   */
+  private static void overGeneratedHistories(long seed, int rounds, int maxEdits, Round check) throws Exception {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
       Migrations.applySource(db, GeometryColumn.WKB);
       byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
-      SplittableRandom random = new SplittableRandom(370);
+      SplittableRandom random = new SplittableRandom(seed);
       edit(db, random, square, 1_500, 0);
-      for (int round = 0; round < 6; round++) {
+      for (int round = 0; round < rounds; round++) {
         Map<String, Long> source = live(db);
         Map<Integer, Map<String, Long>> held = new HashMap<>();
         for (int r = 0; r < RANGES.length; r++) {
           held.put(r, inRange(source, RANGES[r]));
         }
-        edit(db, random, square, 40 + random.nextInt(400), 1_500 + round * 100);
+        edit(db, random, square, 40 + random.nextInt(maxEdits), 1_500 + round * 100);
         source = live(db);
         for (int r = 0; r < RANGES.length; r++) {
-          int[] range = RANGES[r];
-          Map<String, Long> before = held.get(r);
-          Map<String, Long> expected = inRange(source, range);
-          Set<String> deletedSince = new HashSet<>();
-          before.forEach((id, seq) -> {
-            if (!expected.containsKey(id) || tombstoneSeq(db, id) > seq) {
-              deletedSince.add(id);
-            }
-          });
-          Map<String, Long> loaded = new HashMap<>();
-          Set<String> deletes = new HashSet<>();
-          Map<Integer, long[]> fingerprints = new HashMap<>();
-          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-              new HashMap<>(before), true, change -> {
-                if (change.kind == FenceChange.Kind.BUCKET_STATS) {
-                  fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
-                } else if (change.delete) {
-                  assertThat(loaded).as("a delete before the re-creation it precedes").doesNotContainKey(change.fenceId);
-                  if (before.containsKey(change.fenceId)) {
-                    deletes.add(change.fenceId);
-                  }
-                } else {
-                  assertThat(change.geometryBytes).isNotNull();
-                  assertThat(loaded.put(change.fenceId, change.seq)).as("%s read once", change.fenceId).isNull();
-                }
-              });
-          assertThat(loaded).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
-          assertThat(deletes).as("tombstones of held fences: the deletes since the held versions").isEqualTo(deletedSince);
-          assertThat(result.changed()).isEqualTo(expected.size());
-          assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
-          assertThat(fingerprints).isNotEmpty();
-          for (Map.Entry<Integer, long[]> bucket : fingerprints.entrySet()) {
-            FenceChecksum sum = new FenceChecksum();
-            loaded.forEach((id, seq) -> {
-              if (FenceBuckets.of(id) == bucket.getKey()) {
-                sum.add(id, seq);
-              }
-            });
-            assertThat(bucket.getValue()).as("bucket %d", bucket.getKey()).containsExactly(sum.count(), sum.checksum());
-          }
+          check.check(db, round, RANGES[r], held.get(r), inRange(source, RANGES[r]));
         }
       }
     }
