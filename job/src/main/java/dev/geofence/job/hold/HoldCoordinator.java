@@ -49,7 +49,11 @@ public final class HoldCoordinator implements OperatorCoordinator {
       full.set(subtask, held.full());
       update();
     } else if (event instanceof StreamStartEvent start) {
-      streamStart.reported(subtask, parallelism, start.streamFrom());
+      if (start.reading()) {
+        streamStart.reading(subtask, parallelism, start.streamFrom());
+      } else {
+        streamStart.reported(subtask, parallelism, start.streamFrom());
+      }
     }
   }
 

@@ -202,7 +202,14 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Tells the coordinator where this subtask needs the change stream from (0: where it resumes); once. */
   private void streamFrom(long position) {
     if (coordinator != null) {
-      coordinator.sendEventToCoordinator(new StreamStartEvent(position));
+      coordinator.sendEventToCoordinator(new StreamStartEvent(position, false));
+    }
+  }
+
+  /** Tells the coordinator that this subtask reads or loads, paired with a position no earlier than {@code target}. */
+  private void readingFrom(long target) {
+    if (coordinator != null) {
+      coordinator.sendEventToCoordinator(new StreamStartEvent(target, true));
     }
   }
 
@@ -243,7 +250,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
         source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
         new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
-            admission::readAt, this::streamFrom));
+            admission::readAt, this::readingFrom, this::streamFrom));
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission)
         .read(context.isRestored(), maxParallelism, own, union);

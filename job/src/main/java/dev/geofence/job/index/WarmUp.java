@@ -47,10 +47,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
 
   /**
    * How a covered restore catches up: the configured mode, whether the location source replays the
-   * downtime, the job's parallelism (for the estimates), and where a read's time goes (the time
-   * rules refuse locations older than it).
+   * downtime, the job's parallelism (for the estimates), where a read's time goes (the time rules
+   * refuse locations older than it), who is told that a read or load begins (no earlier than the
+   * gap check's target: the slot can move there while it runs) and where the stream is needed from.
    */
-  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt, LongConsumer streamFrom) {}
+  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt, LongConsumer readingFrom,
+      LongConsumer streamFrom) {}
 
   private final Readiness readiness;
   private final HydrationRecorder recorder;
@@ -286,6 +288,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
           decision.path().label(), decision.reason());
       if (decision.path() != CatchUp.REPLAY) {
         readiness.readingChanged();
+        catchUp.readingFrom().accept(verdict.target().lsn());
       } else {
         streamFrom(0);
       }
