@@ -40,8 +40,7 @@ class StreamStartTest {
       long read = currentLsn(s);
 
       String token = "stream-start-test";
-      FenceSourceOptions source = FenceSourceOptions.builder().url(pg.getJdbcUrl("postgres", "postgres")).username("postgres")
-          .password("").slotName("moved").build();
+      FenceSourceOptions source = source(pg, "moved");
       try (StreamStart start = new StreamStart(token, source)) {
         start.reading(0, 2, target);
         Thread.sleep(500);
@@ -73,8 +72,7 @@ class StreamStartTest {
       s.execute("INSERT INTO t SELECT generate_series(1, 1000)");
       long target = currentLsn(s);
       String token = "stream-start-replay";
-      FenceSourceOptions source = FenceSourceOptions.builder().url(pg.getJdbcUrl("postgres", "postgres")).username("postgres")
-          .password("").slotName("kept").build();
+      FenceSourceOptions source = source(pg, "kept");
       try (StreamStart start = new StreamStart(token, source)) {
         start.reported(1, 2, 0);
         start.reading(0, 2, target);
@@ -83,6 +81,11 @@ class StreamStartTest {
         assertThat(confirmedLsn(s, "kept")).isEqualTo(restored);
       }
     }
+  }
+
+  /** The test server's database as a fence source with slot {@code slot}. */
+  private static FenceSourceOptions source(EmbeddedPostgres pg, String slot) {
+    return FenceSourceOptions.builder().url(pg.getJdbcUrl("postgres", "postgres")).username("postgres").password("").slotName(slot).build();
   }
 
   private static long currentLsn(Statement s) throws Exception {
