@@ -49,19 +49,11 @@ public final class ChangedRead {
   /**
    * Reads the buckets of key groups {@code [keyGroupStart, keyGroupEnd]} against {@code held} (the
    * subtask's live fences and their seqs: a copy, which this read consumes) and hands every row to
-   * read whole to {@code out}, on the calling thread.
-   */
-  public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
-      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException, InterruptedException {
-    return read(db, columns, maxParallelism, keyGroupStart, keyGroupEnd, held, false, out);
-  }
-
-  /**
-   * As {@link #read(Connection, FenceTableColumns, int, int, int, Map, Consumer)}, or, if {@code
-   * whole}, the catch-up's load: every fence and tombstone of the buckets read whole, bucket by
-   * bucket as a fresh start reads them, with no key pass, for a subtask that set its fences aside;
-   * {@code held} (what it held before) only holds back a tombstone older than the version held,
-   * whose members that version's and not the delete's, and tells the held fences gone.
+   * read whole to {@code out}, on the calling thread. If {@code whole}, the catch-up's load: every
+   * fence and tombstone of the buckets read whole, bucket by bucket as a fresh start reads them,
+   * with no key pass, for a subtask that set its fences aside; {@code held} (what it held before)
+   * then only holds back a tombstone no newer than the version held, whose members entered after
+   * that delete, and tells the held fences gone.
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
       Map<String, Long> held, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
@@ -163,14 +155,10 @@ public final class ChangedRead {
       Map<String, Long> held, Consumer<FenceChange> out) throws SQLException {
     long[] counts = new long[2];
     BucketRead.readBucketsWhole(db, columns, fences, owned, change -> {
-      Long seq = held.get(change.fenceId);
-      if (!change.delete) {
+      Long seq = change.delete ? held.get(change.fenceId) : null;
+      if (seq == null || seq < change.seq) {
         held.remove(change.fenceId);
-        counts[0]++;
-        out.accept(change);
-      } else if (seq == null || seq < change.seq) {
-        held.remove(change.fenceId);
-        counts[1]++;
+        counts[change.delete ? 1 : 0]++;
         out.accept(change);
       }
     });

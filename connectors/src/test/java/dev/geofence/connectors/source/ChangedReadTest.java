@@ -48,7 +48,7 @@ class ChangedReadTest {
       Set<String> readWhole = new HashSet<>();
       Map<Integer, long[]> fingerprints = new HashMap<>();
       ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-          new HashMap<>(before), change -> {
+          new HashMap<>(before), false, change -> {
             if (change.kind == FenceChange.Kind.BUCKET_STATS) {
               fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
             } else if (change.delete) {
@@ -212,7 +212,7 @@ class ChangedReadTest {
       try {
         for (int i = 0; i < 12; i++) {
           Map<String, Long> read = new HashMap<>();
-          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), change -> {
+          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), false, change -> {
             if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
               read.put(change.fenceId, change.seq);
             }
@@ -275,7 +275,7 @@ class ChangedReadTest {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
       Migrations.applySource(db, GeometryColumn.WKB);
       Map<String, Long> held = new HashMap<>(Map.of("ghost", 4L));
-      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, held, change -> {});
+      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, held, false, change -> {});
       assertThat(result.missing()).containsExactly("ghost");
       assertThat(result.changed()).isZero();
     }

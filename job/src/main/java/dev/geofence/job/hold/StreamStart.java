@@ -126,11 +126,11 @@ final class StreamStart implements AutoCloseable {
 
   /** Moves the slot to {@code to}, twice (see the class comment); {@code early}: while the subtasks read. */
   private void moveSlot(long to, long[] positions, boolean early) {
+    String advanceIf = "SELECT pg_replication_slot_advance(slot_name, ?::pg_lsn)::text FROM pg_replication_slots"
+        + " WHERE slot_name = ? AND NOT active AND confirmed_flush_lsn ";
     try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
-        PreparedStatement advance = db.prepareStatement("SELECT pg_replication_slot_advance(slot_name, ?::pg_lsn)::text"
-            + " FROM pg_replication_slots WHERE slot_name = ? AND NOT active AND confirmed_flush_lsn < ?::pg_lsn");
-        PreparedStatement again = db.prepareStatement("SELECT pg_replication_slot_advance(slot_name, ?::pg_lsn)::text"
-            + " FROM pg_replication_slots WHERE slot_name = ? AND NOT active AND confirmed_flush_lsn <= ?::pg_lsn")) {
+        PreparedStatement advance = db.prepareStatement(advanceIf + "< ?::pg_lsn");
+        PreparedStatement again = db.prepareStatement(advanceIf + "<= ?::pg_lsn")) {
       // Never past what the server has flushed: PostgreSQL would move it only that far anyway.
       String target = Lsn.format(to);
       try (PreparedStatement flushed = db.prepareStatement("SELECT least(?::pg_lsn, pg_current_wal_flush_lsn())::text")) {
@@ -140,18 +140,10 @@ final class StreamStart implements AutoCloseable {
           target = r.getString(1);
         }
       }
-      advance.setString(1, target);
-      advance.setString(2, source.slotName());
-      advance.setString(3, target);
-      boolean moved;
-      try (ResultSet r = advance.executeQuery()) {
-        moved = r.next();
-      }
+      boolean moved = advance(advance, target);
       if (moved) {
-        again.setString(1, target);
-        again.setString(2, source.slotName());
-        again.setString(3, target);
-        again.executeQuery().close();
+        // Again: this one brings the slot's restart position up to the target (the class comment).
+        advance(again, target);
       }
       List<String> at = Arrays.stream(positions).mapToObj(Lsn::format).toList();
       if (early) {
@@ -169,6 +161,16 @@ final class StreamStart implements AutoCloseable {
       LOG.warn(early ? "Could not move the slot {} while the fence index reads ({}): it is moved once the reads are done"
           : "Could not move the slot {} to where the fence index's reads of what changed were ({}): the change stream starts"
           + " where the CDC source resumes, and brings again what they hold", source.slotName(), e.getMessage());
+    }
+  }
+
+  /** Runs a move of the slot to {@code target}; returns whether the slot was in a state to move. */
+  private boolean advance(PreparedStatement move, String target) throws SQLException {
+    move.setString(1, target);
+    move.setString(2, source.slotName());
+    move.setString(3, target);
+    try (ResultSet r = move.executeQuery()) {
+      return r.next();
     }
   }
 

@@ -189,9 +189,9 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private final ValueState<byte[]> segment;
   private final ValueState<Integer> overlayPutsState;
   private final boolean segments;
-  /** Per bucket: the fences in its segment, and the puts into its overlay since (a bound on the overlay's size). */
   /** The buckets of this subtask's key groups, as {@link #readFences} was told them. */
   private final boolean[] ownBuckets = new boolean[FenceBuckets.COUNT];
+  /** Per bucket: the fences in its segment, and the puts into its overlay since (a bound on the overlay's size). */
   private final int[] segmentSizes = new int[FenceBuckets.COUNT];
   private final int[] overlayPuts = new int[FenceBuckets.COUNT];
   private long segmentsRewritten;

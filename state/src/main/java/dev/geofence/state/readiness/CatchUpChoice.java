@@ -34,7 +34,7 @@ public final class CatchUpChoice {
   static final double KEY_MICROS = 4.7;
   /**
    * One fence read whole and loaded, as a fresh start loads one: the load's cost per fence, and
-   * the read's per changed fence. The read's is about 85 µs measured, but its count of changed
+   * the read's per changed fence. The read's is 60 to 85 µs measured, but its count of changed
    * fences ({@code min(backlog, fences)}) is about 2.7x too many at an hour's backlog, and the two
    * errors cancel there: which the choice between replay and read was calibrated on.
    */

@@ -147,7 +147,10 @@ public final class Readiness {
     return distrust;
   }
 
-  /** The covered index catches up by reading what changed instead of replaying: not ready until {@link #readChanged}. */
+  /**
+   * The covered index catches up by reading what changed (or by loading its buckets anew, a read of
+   * them whole) instead of replaying: not ready until {@link #readChanged}.
+   */
   public void readingChanged() {
     readingChanged = true;
     wasReady = false;
@@ -157,7 +160,7 @@ public final class Readiness {
     versions.proven();
   }
 
-  /** Whether a catch-up by read of what changed is under way. */
+  /** Whether a catch-up by read of what changed, or a load, is under way. */
   public boolean isReadingChanged() {
     return readingChanged;
   }
