@@ -2,6 +2,9 @@ package dev.geofence.connectors.source;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.connectors.config.GeofenceOptions;
+import dev.geofence.connectors.source.Migrations.GeometryColumn;
 import dev.geofence.state.readiness.GapCheck;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.readiness.SlotState;
@@ -13,7 +16,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The gap check's view of a real slot: missing, confirmed past a restored position, and with its
- * WAL lost under a small {@code max_slot_wal_keep_size}.
+ * WAL lost under a small {@code max_slot_wal_keep_size}; and the catch-up target, which the stream
+ * can pass at once.
  */
 class SlotProbeTest {
 
@@ -61,6 +65,33 @@ class SlotProbeTest {
 
       s.execute("SELECT pg_drop_replication_slot('geofence')");
       assertThat(GapCheck.check(SlotProbe.read(c, "geofence"), restored).reason()).contains("does not exist");
+    }
+  }
+
+  @Test
+  void theCatchUpTargetIsFollowedByARecordTheStreamCanPassItWith() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection c = pg.getPostgresDatabase().getConnection();
+        Statement s = c.createStatement()) {
+      Migrations.applySource(c, GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('geofence', 'pgoutput')");
+
+      SlotProbe.CatchUpTarget target = SlotProbe.catchUpTarget(c, FenceTableColumns.defaults(), 128, 0, 127);
+
+      // With no edit after the target, only the heartbeat written with it lets the stream pass it
+      // before the job's next heartbeat. A slot decodes flushed WAL alone, and the embedded server
+      // commits asynchronously: its WAL writer flushes within a fifth of a second.
+      String beyond = String.format("SELECT count(*) FROM pg_logical_slot_peek_binary_changes('geofence', NULL, NULL,"
+          + " 'proto_version', '1', 'publication_names', '%s') WHERE lsn > '%s'::pg_lsn",
+          GeofenceOptions.PUBLICATION.defaultValue(), Lsn.format(target.lsn()));
+      long records = 0;
+      for (long deadline = System.nanoTime() + 10_000_000_000L; records == 0 && System.nanoTime() < deadline; Thread.sleep(50)) {
+        try (ResultSet r = s.executeQuery(beyond)) {
+          r.next();
+          records = r.getLong(1);
+        }
+      }
+      assertThat(records).as("records the stream decodes beyond the catch-up target").isPositive();
     }
   }
 
