@@ -10,10 +10,16 @@ import dev.geofence.state.readiness.BucketFingerprints;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.time.StayRules;
+import java.io.BufferedOutputStream;
+import java.io.DataOutputStream;
 import java.io.File;
+import java.io.FileOutputStream;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -39,11 +45,13 @@ import org.rocksdb.WriteOptions;
  * {@link StoredFence} and applied to a {@link FenceSet}) against the segment layout (one {@link
  * FenceSegment} per bucket, which the {@link FenceIndex} reads in place), on the same
  * fences in the same RocksDB settings as the job's (uncompressed, 64 KB blocks), restored by two
- * threads as two subtasks would: what issue 36 asks to measure before the layout is adopted.
+ * threads as two subtasks would: what issue 36 asks to measure before the layout is adopted. A
+ * third layout, {@code mapped}, reads the same segments from a file per subtask without RocksDB:
+ * the design beyond the state backend, measured before it is built.
  *
  * <pre>
  *   write   --dir D --fences N            both layouts of N fences x 96 vertices into D
- *   restore --dir D --fences N --layout today|segments [--points P]
+ *   restore --dir D --fences N --layout today|segments|mapped [--points P]
  * </pre>
  *
  * A restore prints key=value lines: wall and CPU seconds from opening the database to an index
@@ -101,6 +109,10 @@ public final class SegmentBenchmark {
     long segmentNanos = 0;
     long todayBytes = 0;
     long segmentBytes = 0;
+    DataOutputStream[] mapped = new DataOutputStream[SUBTASKS];
+    for (int s = 0; s < SUBTASKS; s++) {
+      mapped[s] = new DataOutputStream(new BufferedOutputStream(new FileOutputStream(mappedFile(dir, s)), 1 << 20));
+    }
     try (Options options = options();
         RocksDB today = RocksDB.open(options, new File(dir, "today").getPath());
         RocksDB segments = RocksDB.open(options, new File(dir, "segments").getPath());
@@ -125,6 +137,11 @@ public final class SegmentBenchmark {
         segmentNanos += System.nanoTime() - start;
         segmentBytes += segment.length;
         segments.put(writeOptions, bucketKey(b), segment);
+        mapped[b % SUBTASKS].writeInt(segment.length);
+        mapped[b % SUBTASKS].write(segment);
+      }
+      for (DataOutputStream file : mapped) {
+        file.close();
       }
       today.compactRange();
       segments.compactRange();
@@ -133,6 +150,11 @@ public final class SegmentBenchmark {
     System.out.println("today_bytes=" + todayBytes);
     System.out.println("segment_bytes=" + segmentBytes);
     System.out.printf("segment_write_ms_per_bucket=%.2f%n", segmentNanos / 1e6 / FenceBuckets.COUNT);
+  }
+
+  /** A subtask's segments as one file, each its length then its bytes, in the subtask's bucket order. */
+  private static File mappedFile(File dir, int subtask) {
+    return new File(dir, "mapped-" + subtask);
   }
 
   private static byte[] bucketKey(int bucket) {
@@ -155,13 +177,18 @@ public final class SegmentBenchmark {
     List<Future<Restored>> futures = new ArrayList<>();
     long[] allocated = new long[SUBTASKS];
     try (Options options = options();
-        RocksDB db = RocksDB.openReadOnly(options, new File(dir, layout).getPath())) {
+        RocksDB db = RocksDB.openReadOnly(options, new File(dir, layout.equals("mapped") ? "segments" : layout).getPath())) {
       for (int s = 0; s < SUBTASKS; s++) {
         int subtask = s;
         Callable<Restored> read = () -> {
           com.sun.management.ThreadMXBean bean = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
           long a0 = bean.getCurrentThreadAllocatedBytes();
-          Restored restored = layout.equals("today") ? today(db, subtask) : segments(db, subtask);
+          Restored restored = switch (layout) {
+            case "today" -> today(db, subtask);
+            case "segments" -> segments(db, subtask);
+            case "mapped" -> mapped(dir, subtask);
+            default -> throw new IllegalArgumentException("layout today, segments or mapped, not " + layout);
+          };
           allocated[subtask] = bean.getCurrentThreadAllocatedBytes() - a0;
           return restored;
         };
@@ -247,6 +274,36 @@ public final class SegmentBenchmark {
     System.out.printf("subtask%d_get_s=%.2f%nsubtask%d_decode_s=%.2f%nsubtask%d_load_s=%.2f%nsubtask%d_pack_s=%.2f%n",
         subtask, getNanos / 1e9, subtask, readNanos / 1e9, subtask, (t1 - t0 - getNanos - readNanos) / 1e9, subtask,
         (System.nanoTime() - t1) / 1e9);
+    return new Restored(fences.index(), vertices);
+  }
+
+  /**
+   * The design a restore in seconds would take (design.md, "The snapshot as the index"): the
+   * subtask's segments in a file of its own that the restore maps, read where they lie, with no
+   * state backend between (no block read, no JNI array, no deserializer's copy); the coordinates
+   * still copied once, into the arena. A prototype of the restore's reading alone: the file is
+   * read where it was written (the job would first fetch it from the checkpoint's storage).
+   */
+  private static Restored mapped(File dir, int subtask) throws java.io.IOException {
+    FenceSet fences = new FenceSet(new FenceIndex());
+    BucketFingerprints fingerprints = new BucketFingerprints(FenceBuckets.COUNT, 0, FenceBuckets.COUNT - 1);
+    CoordinateArena arena = new CoordinateArena();
+    long vertices = 0;
+    long t0 = System.nanoTime();
+    try (FileChannel channel = FileChannel.open(mappedFile(dir, subtask).toPath(), StandardOpenOption.READ)) {
+      MappedByteBuffer file = channel.map(FileChannel.MapMode.READ_ONLY, 0, channel.size());
+      for (int b = subtask; b < FenceBuckets.COUNT; b += SUBTASKS) {
+        int length = file.getInt();
+        FenceSegment segment = FenceSegment.read(file.slice(file.position(), length), arena);
+        file.position(file.position() + length);
+        fingerprints.add(b, segment.liveCount(), segment.checksum());
+        vertices += segment.vertexCount();
+        fences.load(b, segment);
+      }
+    }
+    long t1 = System.nanoTime();
+    fences.index().prepareForQuery();
+    System.out.printf("subtask%d_read_s=%.2f%nsubtask%d_pack_s=%.2f%n", subtask, (t1 - t0) / 1e9, subtask, (System.nanoTime() - t1) / 1e9);
     return new Restored(fences.index(), vertices);
   }
 

@@ -146,22 +146,34 @@ public final class FenceSegment {
    *     differs) or inconsistent
    */
   public static FenceSegment read(byte[] bytes, CoordinateArena arena) {
-    if (bytes.length < HEADER) {
-      throw new IllegalArgumentException("fence segment of " + bytes.length + " bytes is shorter than its header");
+    return read(ByteBuffer.wrap(bytes), arena);
+  }
+
+  /**
+   * Reads a segment from the buffer's remaining bytes (of a state value, or of a mapped file), its
+   * coordinates into the arena (null: an array of its own); the buffer's position is left as it was.
+   *
+   * @throws IllegalArgumentException if the bytes are of another format, damaged (their CRC-32C
+   *     differs) or inconsistent
+   */
+  public static FenceSegment read(ByteBuffer bytes, CoordinateArena arena) {
+    ByteBuffer in = bytes.slice().order(ByteOrder.LITTLE_ENDIAN);
+    if (in.remaining() < HEADER) {
+      throw new IllegalArgumentException("fence segment of " + in.remaining() + " bytes is shorter than its header");
     }
-    if (bytes[0] != FORMAT_VERSION && bytes[0] != FORMAT_WITHOUT_DELAYS) {
-      throw new IllegalArgumentException("fence segment of format " + bytes[0] + ", this release reads "
+    byte format = in.get(0);
+    if (format != FORMAT_VERSION && format != FORMAT_WITHOUT_DELAYS) {
+      throw new IllegalArgumentException("fence segment of format " + format + ", this release reads "
           + FORMAT_WITHOUT_DELAYS + " and " + FORMAT_VERSION);
     }
-    ByteBuffer in = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
     CRC32C crc = new CRC32C();
-    crc.update(bytes, 8, bytes.length - 8);
+    crc.update(in.duplicate().position(8));
     if ((int) crc.getValue() != in.getInt(4)) {
       throw new IllegalArgumentException("fence segment is damaged: its CRC-32C does not match its bytes");
     }
     in.position(8);
     try {
-      return new FenceSegment(bytes[0], in, arena);
+      return new FenceSegment(format, in, arena);
     } catch (RuntimeException inconsistent) {
       throw new IllegalArgumentException("fence segment is inconsistent: " + inconsistent.getMessage(), inconsistent);
     }

@@ -11,6 +11,7 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.ledger.StoredFence;
 import dev.geofence.state.shape.Shapes;
 import dev.geofence.state.time.StayRules;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -109,6 +110,31 @@ class FenceSegmentTest {
     assertThat(differences).as("differences from JTS covers").isEmpty();
     assertThat(pairs).isGreaterThan(20_000);
     assertThat(covered).isBetween(pairs / 5, pairs * 4 / 5);
+  }
+
+  @Test
+  void readsSegmentsWhereTheyLieInABiggerBuffer() throws Exception {
+    // As a file of segments, each its length then its bytes, mapped (a direct buffer, big-endian).
+    Map<String, StoredFence> first = fences(new Shapes(factory, 21L), 40, new HashMap<>());
+    Map<String, StoredFence> second = fences(new Shapes(factory, 22L), 60, new HashMap<>());
+    byte[] a = StoredFence.segment(first);
+    byte[] b = StoredFence.segment(second);
+    ByteBuffer file = ByteBuffer.allocateDirect(8 + a.length + b.length);
+    file.putInt(a.length).put(a).putInt(b.length).put(b).flip();
+    CoordinateArena arena = new CoordinateArena();
+    for (Map<String, StoredFence> expected : List.of(first, second)) {
+      int length = file.getInt();
+      FenceSegment segment = FenceSegment.read(file.slice(file.position(), length), arena);
+      file.position(file.position() + length);
+      Map<String, StoredFence> read = new HashMap<>();
+      for (int i = 0; i < segment.size(); i++) {
+        read.put(segment.id(i), StoredFence.of(segment, i));
+      }
+      assertThat(read).isEqualTo(expected);
+    }
+    ByteBuffer damaged = ByteBuffer.allocateDirect(a.length).put(a).flip();
+    damaged.put(a.length - 1, (byte) (a[a.length - 1] ^ 1));
+    assertThatThrownBy(() -> FenceSegment.read(damaged, null)).hasMessageContaining("damaged");
   }
 
   @Test
