@@ -196,3 +196,36 @@ stop_with_savepoint() {  # stop_with_savepoint JOB [FORMAT]: prints the savepoin
 checkpoints() {  # completed checkpoints, newest first: id, checkpointed (incremental) size, full state size
   json "/jobs/$1/checkpoints" "'\\n'.join('%d %d %d' % (c['id'], c['checkpointed_size'], c['state_size']) for c in d['history'] if c['status'] == 'COMPLETED')"
 }
+
+# The changelog's files (java -jar keeps them in <checkpoint-dir>/changelog), listed every second
+# into FILE until it is stopped: Flink deletes them while the job runs (once a materialization
+# makes them unneeded), so what the directory holds at the end is not what was written.
+watch_changelog() {  # watch_changelog FILE &
+  while true; do
+    find "$WORK/cp/changelog" -type f -printf '%p %s\n' 2>/dev/null >> "$1" || true
+    sleep 1
+  done
+}
+# Starts watch_changelog into $WORK/NAME.files, the files already there set aside.
+changelog_watch_start() {  # changelog_watch_start NAME: sets WATCHER
+  find "$WORK/cp/changelog" -type f -printf '%p\n' 2>/dev/null | sort > "$WORK/$1.before" || true
+  : > "$WORK/$1.files"
+  watch_changelog "$WORK/$1.files" & WATCHER=$!
+}
+# Stops the watch; prints the bytes of the changelog files written since its start.
+changelog_watch_stop() {  # changelog_watch_stop NAME
+  kill "$WATCHER"; wait "$WATCHER" 2>/dev/null || true
+  grep -v -F -f "$WORK/$1.before" "$WORK/$1.files" > "$WORK/$1.new" || true
+  changelog_written "$WORK/$1.new"
+}
+# Bytes of the files in FILE, each at its largest.
+changelog_written() {  # changelog_written FILE
+  python3 - "$1" <<'PY'
+import sys
+sizes = {}
+for line in open(sys.argv[1]):
+    path, size = line.rsplit(" ", 1)
+    sizes[path] = max(sizes.get(path, 0), int(size))
+print(sum(sizes.values()))
+PY
+}

@@ -86,9 +86,14 @@ row(5, "bytes per vertex: the index alone / the whole JVM's steady heap",
     f"{ours_bytes_per_vertex:.1f} / {r['restore_steady_heap'] / vertices:.1f} B", "<= 20 B", ours_bytes_per_vertex <= 20)
 row(6, "checkpoint, full (RocksDB)", f"{r['checkpoint_full_bytes'] / MB:,.1f} MB; savepoint {r['savepoint_bytes'] / MB:,.1f} MB "
     f"canonical, {r['native_savepoint_bytes'] / MB:,.1f} MB native")
+# The changelog's files written over the window may exceed what Flink reports for its checkpoints;
+# the goal holds for the larger of the largest reported and the written files' mean per checkpoint.
+written_each = r["checkpoint_changelog_written_bytes"] / max(1, r["checkpoint_incremental_count"])
 row(6, f"incremental checkpoints, 40 edits/s for {r['checkpoint_window_s']:.0f} s",
     f"{r['checkpoint_incremental_bytes'] / MB:.2f} MB in {r['checkpoint_incremental_count']:.0f} checkpoints "
-    f"(largest {r['checkpoint_incremental_max_bytes'] / MB:.2f} MB)", "<= 5 MB each", r["checkpoint_incremental_max_bytes"] <= 5 * MB)
+    f"(largest {r['checkpoint_incremental_max_bytes'] / MB:.2f} MB); changelog files written "
+    f"{r['checkpoint_changelog_written_bytes'] / MB:.2f} MB", "<= 5 MB each",
+    max(r["checkpoint_incremental_max_bytes"], written_each) <= 5 * MB)
 
 print(f"\n{vertices / 97:,.0f} fences, {vertices:,.0f} vertices; loaded into PostgreSQL in {r['load_s']:.0f} s\n")
 print("| item | measure | measured | goal | |")
