@@ -414,8 +414,13 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     LOG.warn("The fence database at {} is unreachable ({}); the index is not ready, trying again in {} ms", sourceUrl, reason,
         RETRY_INTERVAL_MS);
     // The change stream is not held for it: the CDC source meets the outage itself, and a read
-    // tried again later merges with the stream as any read does.
-    streamFrom(0);
+    // tried again later merges with the stream as any read does. Except for a load: the index it
+    // emptied would take the stream's edits of fences it has not read again as seq gaps, and be
+    // rebuilt after it. The stream waits for the load tried again, as it waits for a load that
+    // goes well.
+    if (!loadUnderWay()) {
+      streamFrom(0);
+    }
     recorder.record();
     time.registerTimer(time.getCurrentProcessingTime() + RETRY_INTERVAL_MS, at -> next());
     settled.run();

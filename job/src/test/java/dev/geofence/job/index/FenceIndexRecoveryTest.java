@@ -1,7 +1,5 @@
 package dev.geofence.job.index;
 
-import dev.geofence.job.operator.FenceIndexState;
-import dev.geofence.job.operator.FenceKey;
 import static dev.geofence.job.index.FenceIndexOperatorTest.location;
 import static dev.geofence.job.index.FenceIndexOperatorTest.triggers;
 import static dev.geofence.job.index.FenceIndexOperatorTest.upsert;
@@ -15,6 +13,9 @@ import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.hold.StreamStartEvent;
+import dev.geofence.job.operator.FenceIndexState;
+import dev.geofence.job.operator.FenceKey;
 import dev.geofence.job.testing.Waiting;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
@@ -35,6 +36,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
@@ -354,6 +356,7 @@ class FenceIndexRecoveryTest {
       }
 
       FenceIndexOperator operator = operator(port, "slot_read").catchingUp(path, true);
+      List<StreamStartEvent> streamStarts = streamStarts(operator);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -363,6 +366,7 @@ class FenceIndexRecoveryTest {
         advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
         advanceUntil(harness, () -> !operator.view().recovering(), "the read to find the source unreachable");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
+        assertStreamAskedForWhileTheSourceIsOut(path, streamStarts);
         assertThat(operator.view().fences().seqOf("fence-10")).as("restored, or set aside for the load")
             .isEqualTo(path == CatchUp.READ ? 1 : 0);
         pg = postgres(port, data);
@@ -371,6 +375,7 @@ class FenceIndexRecoveryTest {
 
         Map<String, Long> held = heldSeqs(operator);
         assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
+        assertStreamAskedForOnce(path, streamStarts);
         assertThat(held).containsEntry("fence-2", 2L).containsEntry("fence-6", 3L).containsEntry("fence-60", 1L)
             .containsEntry("fence-10", 6L).doesNotContainKey("fence-4");
         assertThat(triggers(harness).stream().map(t -> t.kind + " " + t.fenceId))
@@ -432,6 +437,7 @@ class FenceIndexRecoveryTest {
         s.execute("UPDATE fences SET geom = geom");
       }
       FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(path, true);
+      List<StreamStartEvent> streamStarts = streamStarts(operator);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -442,6 +448,7 @@ class FenceIndexRecoveryTest {
         pg.close();
         advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
+        assertStreamAskedForWhileTheSourceIsOut(path, streamStarts);
         // A load's state checkpointed now holds part of the fences: restored, it is not trusted.
         OperatorSubtaskState cut = harness.snapshot(2, 20);
         pg = postgres(port, data);
@@ -449,6 +456,7 @@ class FenceIndexRecoveryTest {
             && operator.view().fences().seqOf("fence-0") == 2, "the read tried again once the source is back");
         Map<String, Long> held = heldSeqs(operator);
         assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
+        assertStreamAskedForOnce(path, streamStarts);
         heartbeat(harness, FAR_LSN, System.currentTimeMillis());
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
         if (path == CatchUp.LOAD) {
@@ -795,6 +803,33 @@ class FenceIndexRecoveryTest {
   private static FenceSourceOptions options(int port, String slot) {
     return FenceSourceOptions.builder()
         .url("jdbc:postgresql://localhost:" + port + "/postgres").username("postgres").password("").slotName(slot).build();
+  }
+
+  /** The change stream's starts the operator asks its coordinator for ({@code reading} false), as they come. */
+  private static List<StreamStartEvent> streamStarts(FenceIndexOperator operator) {
+    List<StreamStartEvent> starts = new CopyOnWriteArrayList<>();
+    operator.reportTo(event -> {
+      if (event instanceof StreamStartEvent start && !start.reading()) {
+        starts.add(start);
+      }
+    });
+    return starts;
+  }
+
+  /**
+   * The stream is not held for an outage (a replay can take it, and a read tried again merges with
+   * it), but a load's emptied index would take its edits of fences not yet read again as seq gaps:
+   * it waits for the load.
+   */
+  private static void assertStreamAskedForWhileTheSourceIsOut(CatchUp path, List<StreamStartEvent> starts) {
+    assertThat(starts).as("the change stream asked for while the source is out")
+        .isEqualTo(path == CatchUp.LOAD ? List.of() : List.of(new StreamStartEvent(0, false)));
+  }
+
+  /** Once the read tried again is done: the stream asked for once, by a load from where it read. */
+  private static void assertStreamAskedForOnce(CatchUp path, List<StreamStartEvent> starts) {
+    assertThat(starts).as("the change stream asked for").singleElement()
+        .satisfies(start -> assertThat(start.streamFrom() > 0).as("from the load's position").isEqualTo(path == CatchUp.LOAD));
   }
 
   private static KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness(
