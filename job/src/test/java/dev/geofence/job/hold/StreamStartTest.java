@@ -91,17 +91,11 @@ class StreamStartTest {
   }
 
   private static long currentLsn(Statement s) throws Exception {
-    try (ResultSet r = s.executeQuery("SELECT pg_current_wal_flush_lsn()::text")) {
-      r.next();
-      return Lsn.parse(r.getString(1));
-    }
+    return lsn(s, "SELECT pg_current_wal_flush_lsn()::text");
   }
 
   private static long restartLsn(Statement s) throws Exception {
-    try (ResultSet r = s.executeQuery("SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'moved'")) {
-      r.next();
-      return Lsn.parse(r.getString(1));
-    }
+    return lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'moved'");
   }
 
   private static long confirmedLsn(Statement s) throws Exception {
@@ -109,7 +103,12 @@ class StreamStartTest {
   }
 
   private static long confirmedLsn(Statement s, String slot) throws Exception {
-    try (ResultSet r = s.executeQuery("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+    return lsn(s, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+  }
+
+  /** The one LSN a query answers. */
+  private static long lsn(Statement s, String sql) throws Exception {
+    try (ResultSet r = s.executeQuery(sql)) {
       r.next();
       return Lsn.parse(r.getString(1));
     }
