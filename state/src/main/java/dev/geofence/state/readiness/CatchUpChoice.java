@@ -10,8 +10,8 @@ package dev.geofence.state.readiness;
  *   <li>replay: every transaction of the backlog applied by this subtask, and every transaction of
  *       the job's backlog (about this subtask's times the parallelism) decoded by the stream's one
  *       reader;
- *   <li>read: the key pass over the subtask's fences and, at most, one whole row per transaction of
- *       the backlog (a fence changed many times is read once). The stream then starts where the
+ *   <li>read: the key pass over the subtask's fences and one whole row per fence the backlog
+ *       changed (a fence changed many times is read once), as many as {@link #changed} expects. The stream then starts where the
  *       reads were, so nothing of the backlog is decoded again: if every subtask reads, which they
  *       do when their shares are alike; one that replays has the others wait for the stream too.
  *   <li>load: every fence the source has in the subtask's buckets, read and loaded as a fresh start
@@ -34,9 +34,10 @@ public final class CatchUpChoice {
   static final double KEY_MICROS = 4.7;
   /**
    * One fence read whole and loaded, as a fresh start loads one: the load's cost per fence, and
-   * the read's per changed fence. The read's is 60 to 85 µs measured, but its count of changed
-   * fences ({@code min(backlog, fences)}) is about 2.7x too many at an hour's backlog, and the two
-   * errors cancel there: which the choice between replay and read was calibrated on.
+   * the read's per changed fence (44 µs measured at a six-hour backlog, docs/performance.md
+   * "Catch-up"). At an hour's the read's was 60 to 85 µs, but {@link #changed} counts about 2.5x
+   * too many fences there, and the two errors cancel: which the choice between replay and read was
+   * calibrated on.
    */
   static final double LOAD_MICROS = 44;
 
@@ -63,7 +64,7 @@ public final class CatchUpChoice {
   public static Decision choose(CatchUp mode, long backlog, long fences, long fencesAtSource, int parallelism,
       boolean locationsReplayDowntime) {
     long replay = micros(backlog * (Math.max(1, parallelism) * STREAM_MICROS + APPLY_MICROS));
-    long read = micros(fences * KEY_MICROS + Math.min(backlog, fences) * LOAD_MICROS);
+    long read = micros(fences * KEY_MICROS + changed(backlog, Math.max(fences, fencesAtSource)) * LOAD_MICROS);
     long load = micros(fencesAtSource * LOAD_MICROS);
     String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms, load at " + load + " ms";
     CatchUp cheapest = replay <= read && replay <= load ? CatchUp.REPLAY : read <= load ? CatchUp.READ : CatchUp.LOAD;
@@ -75,6 +76,20 @@ public final class CatchUpChoice {
               + cheapest.label() + " would make the locations older than it dead letters")
           : new Decision(cheapest, replay, read, load, cheapest.label() + " is the cheapest: " + estimates);
     };
+  }
+
+  /**
+   * How many of {@code fences} a backlog of {@code backlog} transactions is expected to have
+   * changed, were each transaction an edit of one fence at random: {@code fences * (1 - e^(-backlog
+   * / fences))}. Edits that favour some fences change fewer (the evenly spread edits change the
+   * most, for a given count), so the read is not under-estimated by a skew (a transaction editing
+   * many fences of a bucket counts once, here as before); counting one fence
+   * per transaction, as before, put a six-hour backlog's read at twice its cost and chose the load
+   * from about 7.4 hours, where the read was still twice as fast (docs/performance/journal.md,
+   * "2026-12-06: six hours of edits, the read against the load").
+   */
+  static long changed(long backlog, long fences) {
+    return fences == 0 ? 0 : Math.round(-fences * Math.expm1(-(double) backlog / fences));
   }
 
   private static long micros(double micros) {
