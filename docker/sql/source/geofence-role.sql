@@ -3,8 +3,8 @@
 -- of your own:  ALTER ROLE geofence_job PASSWORD '...';  and run the job with --source-user
 -- geofence_job. Tables with other names: copy this file and rename them throughout.
 --
--- REPLICATION: the CDC source's slot and stream, and the gap check's drop of a slot whose WAL is
--- lost. SELECT on the source tables: the CDC snapshot and rebuilds. INSERT and UPDATE on
+-- REPLICATION: the CDC source's slot and stream, the gap check's drop of a slot whose WAL is
+-- lost, and the slot created anew before a catch-up's reads. SELECT on the source tables: the CDC snapshot and rebuilds. INSERT and UPDATE on
 -- fence_heartbeat: the job's heartbeat. The output tables: the job's upserts and deletes. Nothing
 -- else: no write to fences or their statistics. (PostgreSQL before 15 lets every role create
 -- tables in the public schema; REVOKE CREATE ON SCHEMA public FROM PUBLIC if that should end.)

@@ -15,7 +15,8 @@ import org.slf4j.LoggerFactory;
  * HeldLocationsEvent}). Every location reaches every subtask, so one full subtask is reason
  * enough. It keeps nothing in checkpoints: a restored subtask says again how full it is, and a
  * failed one is taken to have room (its successor says otherwise if it has not). It also holds the
- * change stream until every subtask is ready for it ({@link StreamStart}, its own part).
+ * change stream until every subtask is ready for it, and tells a subtask that reads when the slot is
+ * ready for it ({@link StreamStart}, its own part).
  */
 public final class HoldCoordinator implements OperatorCoordinator {
 
@@ -25,11 +26,30 @@ public final class HoldCoordinator implements OperatorCoordinator {
   private final BitSet full = new BitSet();
   private final StreamStart streamStart;
   private final int parallelism;
+  /**
+   * Per subtask, the gateway to its current attempt once it runs, and whether it is owed a {@link
+   * SlotReadyEvent} it had no gateway for; under a lock of their own, which the slot's thread takes
+   * while the coordinator's may hold this one's.
+   */
+  private final SubtaskGateway[] gateways;
+  private final BitSet owed = new BitSet();
 
-  HoldCoordinator(String token, StreamStart streamStart, int parallelism) {
+  HoldCoordinator(String token, FenceSourceOptions source, int parallelism) {
     this.token = token;
-    this.streamStart = streamStart;
     this.parallelism = parallelism;
+    this.gateways = new SubtaskGateway[parallelism];
+    this.streamStart = new StreamStart(token, source, this::slotReady);
+  }
+
+  /** Tells a subtask that the slot is ready for its read (from the coordinator's or the slot's thread). */
+  private void slotReady(int subtask) {
+    synchronized (gateways) {
+      if (gateways[subtask] == null) {
+        owed.set(subtask);
+      } else {
+        gateways[subtask].sendEvent(new SlotReadyEvent());
+      }
+    }
   }
 
   @Override
@@ -48,12 +68,10 @@ public final class HoldCoordinator implements OperatorCoordinator {
     if (event instanceof HeldLocationsEvent held) {
       full.set(subtask, held.full());
       update();
+    } else if (event instanceof ReadingEvent) {
+      streamStart.reading(subtask, parallelism);
     } else if (event instanceof StreamStartEvent start) {
-      if (start.reading()) {
-        streamStart.reading(subtask, parallelism, start.streamFrom());
-      } else {
-        streamStart.reported(subtask, parallelism, start.streamFrom());
-      }
+      streamStart.reported(subtask, parallelism, start.streamFrom());
     }
   }
 
@@ -78,24 +96,45 @@ public final class HoldCoordinator implements OperatorCoordinator {
   public synchronized void resetToCheckpoint(long checkpointId, byte[] checkpointData) {
     full.clear();
     update();
+    // Every subtask starts again and says anew what it does (its gateway comes with its attempt).
+    for (int subtask = 0; subtask < parallelism; subtask++) {
+      streamStart.reset(subtask);
+    }
   }
 
   @Override
   public synchronized void subtaskReset(int subtask, long checkpointId) {
     full.clear(subtask);
     update();
-    streamStart.reset(subtask);
+    forget(subtask);
   }
 
   @Override
   public synchronized void executionAttemptFailed(int subtask, int attemptNumber, Throwable reason) {
     full.clear(subtask);
     update();
+    forget(subtask);
+  }
+
+  /** A subtask's attempt is gone: its successor says again what it needs, and is told anew. */
+  private void forget(int subtask) {
+    synchronized (gateways) {
+      gateways[subtask] = null;
+      owed.clear(subtask);
+    }
     streamStart.reset(subtask);
   }
 
   @Override
-  public void executionAttemptReady(int subtask, int attemptNumber, SubtaskGateway gateway) {}
+  public void executionAttemptReady(int subtask, int attemptNumber, SubtaskGateway gateway) {
+    synchronized (gateways) {
+      gateways[subtask] = gateway;
+      if (owed.get(subtask)) {
+        owed.clear(subtask);
+        gateway.sendEvent(new SlotReadyEvent());
+      }
+    }
+  }
 
   /**
    * Makes the coordinator of one built job.
@@ -107,7 +146,7 @@ public final class HoldCoordinator implements OperatorCoordinator {
 
     @Override
     public OperatorCoordinator create(Context context) {
-      return new HoldCoordinator(token, new StreamStart(token, source), context.currentParallelism());
+      return new HoldCoordinator(token, source, context.currentParallelism());
     }
   }
 }

@@ -11,6 +11,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.function.IntConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -24,35 +25,51 @@ import org.slf4j.LoggerFactory;
  * is. Then the gate opens, once for the job's life: a failover later streams from wherever its
  * checkpoint says, as always.
  *
- * <p>A move costs PostgreSQL a decoding of the WAL from the slot's restart position, and moving
- * its confirmed position does not move that far (a slot keeps one candidate restart position at a
- * time): after a single move, the stream decoded the whole backlog again before it sent anything
- * (10.8 s after a day's edits at 1.2 M fences). So each move is made twice, the second bringing the
- * restart position up to the last one before the target; and once every subtask has said it reads
- * or loads, the slot is moved to the least of their gap checks' targets while they read, so that
- * the move after the reads has only the WAL since then to decode.
+ * <p>A subtask that reads or loads waits to begin until it is told the slot is ready ({@link
+ * SlotReadyEvent}). Once every subtask has said it reads or loads, the slot is created anew at the
+ * head of the WAL first, as it was (its plugin and options), instead of being moved over the
+ * backlog: a move decodes the WAL from the slot's restart position, which cost PostgreSQL about 11
+ * CPU-seconds after a day's edits at 1.2 M fences and made the load 6 s slower
+ * (docs/performance/journal.md, "2026-12-06: a slot created anew, a prototype"). The reads begin
+ * after it, so each is paired with a position at or after the new slot's, and the move after them
+ * decodes only what was written while they read. If any subtask replays or rebuilds, or the slot
+ * cannot be created anew, the readers are told at once and the slot is only moved.
+ *
+ * <p>A slot's move keeps its restart position near where it was (a slot keeps one candidate
+ * restart position at a time): after a single move, the stream decoded the whole backlog again
+ * before it sent anything (10.8 s after a day's edits at 1.2 M fences). So each move is made twice,
+ * the second bringing the restart position up to the last one before the target.
  *
  * <p>Part of the fence index's coordinator; its methods run on the coordinator's thread, the slot's
- * move on a thread of its own (the database may be slow to answer).
+ * creation and moves on a thread of its own (the database may be slow to answer).
  */
 final class StreamStart implements AutoCloseable {
 
   private static final Logger LOG = LoggerFactory.getLogger(StreamStart.class);
+  /** How long to wait before trying again to create the slot anew. */
+  private static final long RETRY_MS = 2_000;
 
   private final String token;
   /** The source of truth whose slot is moved, or null (tests without one): then nothing is moved. */
   private final FenceSourceOptions source;
+  /** Tells a subtask that reads or loads that the slot is ready for it to begin. */
+  private final IntConsumer slotReady;
   private final ExecutorService mover;
   /** Per subtask, where it needs the stream from: -1 not said yet, 0 from the restored position. */
   private long[] from = new long[0];
-  /** Per subtask, the least position its read or load will be paired with: -1 not said (or it does not read). */
-  private long[] reading = new long[0];
-  /** Whether the slot was moved while the subtasks read. */
-  private boolean movedEarly;
+  /**
+   * Per subtask, whether it said it reads or loads. Told more than once that the slot is ready, a
+   * subtask takes no step twice: so telling every one of them again costs nothing.
+   */
+  private boolean[] reading = new boolean[0];
+  /** Whether the slot's creation anew has begun (once: then whether it has ended). */
+  private boolean creating;
+  private boolean created;
 
-  StreamStart(String token, FenceSourceOptions source) {
+  StreamStart(String token, FenceSourceOptions source, IntConsumer slotReady) {
     this.token = token;
     this.source = source;
+    this.slotReady = slotReady;
     this.mover = Executors.newSingleThreadExecutor(r -> {
       Thread t = new Thread(r, "geofence-stream-start");
       t.setDaemon(true);
@@ -61,31 +78,51 @@ final class StreamStart implements AutoCloseable {
   }
 
   /**
-   * Subtask {@code subtask} of {@code parallelism} reads or loads, paired with a position no earlier
-   * than {@code target}: once every subtask has said so, the slot moves to the least of them.
+   * Subtask {@code subtask} of {@code parallelism} reads or loads: it is told that the slot is ready
+   * once every subtask has said what it does, after the slot is created anew if every one reads or
+   * loads; at once if one replays or rebuilds, or the slot was created anew already, or the stream
+   * runs (a failover).
    */
-  void reading(int subtask, int parallelism, long target) {
+  synchronized void reading(int subtask, int parallelism) {
     if (StreamGate.of(token).isOpen() || source == null) {
+      slotReady.accept(subtask);
       return;
     }
     size(parallelism);
-    reading[subtask] = target;
-    if (movedEarly || Arrays.stream(reading).anyMatch(r -> r <= 0) || Arrays.stream(from).anyMatch(f -> f == 0)) {
+    reading[subtask] = true;
+    if (created || (!creating && Arrays.stream(from).anyMatch(f -> f == 0))) {
+      slotReady.accept(subtask);
       return;
     }
-    movedEarly = true;
-    long least = least(reading);
-    long[] targets = reading.clone();
-    mover.execute(() -> moveSlot(least, targets, true));
+    if (creating) {
+      return;
+    }
+    for (int i = 0; i < reading.length; i++) {
+      if (!reading[i]) {
+        return;
+      }
+    }
+    creating = true;
+    mover.execute(() -> {
+      createAnew();
+      synchronized (this) {
+        created = true;
+        tellReaders();
+      }
+    });
   }
 
   /** Subtask {@code subtask} of {@code parallelism} needs the stream from {@code streamFrom} (0: its restored position). */
-  void reported(int subtask, int parallelism, long streamFrom) {
+  synchronized void reported(int subtask, int parallelism, long streamFrom) {
     if (StreamGate.of(token).isOpen()) {
       return;
     }
     size(parallelism);
     from[subtask] = streamFrom;
+    if (streamFrom == 0 && !creating) {
+      // The slot stays: whoever waits for it reads from it as it is.
+      tellReaders();
+    }
     if (Arrays.stream(from).anyMatch(f -> f < 0)) {
       return;
     }
@@ -98,17 +135,25 @@ final class StreamStart implements AutoCloseable {
     long[] positions = from.clone();
     // Opened once the slot has moved, or not: a stream from the slot's old position is only longer.
     mover.execute(() -> {
-      moveSlot(least, positions, false);
+      moveSlot(least, positions);
       StreamGate.of(token).open();
     });
+  }
+
+  /** Tells every subtask that said it reads or loads that the slot is ready. */
+  private void tellReaders() {
+    for (int i = 0; i < reading.length; i++) {
+      if (reading[i]) {
+        slotReady.accept(i);
+      }
+    }
   }
 
   private void size(int parallelism) {
     if (from.length != parallelism) {
       from = new long[parallelism];
       Arrays.fill(from, -1);
-      reading = new long[parallelism];
-      Arrays.fill(reading, -1);
+      reading = new boolean[parallelism];
     }
   }
 
@@ -117,15 +162,73 @@ final class StreamStart implements AutoCloseable {
   }
 
   /** A subtask failed or was reset before the stream started: it says again. */
-  void reset(int subtask) {
+  synchronized void reset(int subtask) {
     if (subtask < from.length) {
       from[subtask] = -1;
-      reading[subtask] = -1;
+      reading[subtask] = false;
     }
   }
 
-  /** Moves the slot to {@code to}, twice (see the class comment); {@code early}: while the subtasks read. */
-  private void moveSlot(long to, long[] positions, boolean early) {
+  /**
+   * Drops the slot and creates it again at the head of the WAL, with its plugin and options (see
+   * the class comment), if it exists and nobody reads it; a slot that cannot be is left as it is.
+   * Once dropped, it is created again however long that takes (a creation waits for the
+   * transactions running at the time to end), since the reads that wait for it must be paired with
+   * positions the stream will start from.
+   */
+  private void createAnew() {
+    Slot slot;
+    try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
+        PreparedStatement found = db.prepareStatement("SELECT plugin, confirmed_flush_lsn::text, (to_jsonb(s) ->> 'two_phase')::boolean,"
+            + " (to_jsonb(s) ->> 'failover')::boolean FROM pg_replication_slots s WHERE slot_name = ? AND slot_type = 'logical'"
+            + " AND database = current_database() AND NOT active");
+        PreparedStatement drop = db.prepareStatement("SELECT pg_drop_replication_slot(?)")) {
+      found.setString(1, source.slotName());
+      try (ResultSet r = found.executeQuery()) {
+        if (!r.next()) {
+          LOG.info("Every subtask of the fence index reads or loads; the slot {} is not there or in use, and is not created anew",
+              source.slotName());
+          return;
+        }
+        slot = new Slot(r.getString(1), r.getString(2), r.getBoolean(3), r.getBoolean(4));
+      }
+      drop.setString(1, source.slotName());
+      drop.execute();
+    } catch (SQLException e) {
+      LOG.warn("Could not drop the slot {} to create it anew before the fence index's reads ({}): they begin, and the slot is moved"
+          + " after them", source.slotName(), e.getMessage());
+      return;
+    }
+    // Named, as only the servers that have them know them (two_phase from PostgreSQL 14, failover 17).
+    String create = "SELECT lsn::text FROM pg_create_logical_replication_slot(?, ?" + (slot.twoPhase() ? ", twophase => true" : "")
+        + (slot.failover() ? ", failover => true" : "") + ")";
+    while (!Thread.currentThread().isInterrupted()) {
+      try (Connection db = SourceOfTruth.connect(source, "geofence stream start"); PreparedStatement created = db.prepareStatement(create)) {
+        created.setString(1, source.slotName());
+        created.setString(2, slot.plugin());
+        try (ResultSet r = created.executeQuery()) {
+          r.next();
+          LOG.info("Every subtask of the fence index reads or loads: the slot {} was created anew at {} (it was at {}), so that"
+              + " PostgreSQL does not decode the backlog; the reads begin now", source.slotName(), r.getString(1), slot.confirmed());
+        }
+        return;
+      } catch (SQLException e) {
+        LOG.warn("Could not create the slot {} anew ({}): the fence index's reads wait for it; trying again in {} ms", source.slotName(),
+            e.getMessage(), RETRY_MS);
+      }
+      try {
+        Thread.sleep(RETRY_MS);
+      } catch (InterruptedException closed) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** What a slot is created anew with, and where it was. */
+  private record Slot(String plugin, String confirmed, boolean twoPhase, boolean failover) {}
+
+  /** Moves the slot to {@code to}, twice (see the class comment). */
+  private void moveSlot(long to, long[] positions) {
     String advanceIf = "SELECT pg_replication_slot_advance(slot_name, ?::pg_lsn)::text FROM pg_replication_slots"
         + " WHERE slot_name = ? AND NOT active AND confirmed_flush_lsn ";
     try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
@@ -146,21 +249,14 @@ final class StreamStart implements AutoCloseable {
         advance(again, target);
       }
       List<String> at = Arrays.stream(positions).mapToObj(Lsn::format).toList();
-      if (early) {
-        LOG.info(moved ? "Every subtask of the fence index reads or loads, from {} on: the slot {} moved to {} while they do"
-            : "Every subtask of the fence index reads or loads, from {} on: the slot {} was already at {} or past it, or in use", at,
-            source.slotName(), target);
-      } else {
-        LOG.info(moved
-            ? "Every subtask of the fence index caught up by reading what changed (at {}): the slot {} moved to {}, from where the"
-                + " change stream starts, so the edits the reads hold are not streamed again"
-            : "Every subtask of the fence index caught up by reading what changed (at {}): the slot {} was already at {} or"
-                + " past it, or in use; the change stream starts where it is", at, source.slotName(), target);
-      }
+      LOG.info(moved
+          ? "Every subtask of the fence index caught up by reading what changed or loading (at {}): the slot {} moved to {}, from"
+              + " where the change stream starts, so the edits the reads hold are not streamed again"
+          : "Every subtask of the fence index caught up by reading what changed or loading (at {}): the slot {} was already at {} or"
+              + " past it, or in use; the change stream starts where it is", at, source.slotName(), target);
     } catch (SQLException e) {
-      LOG.warn(early ? "Could not move the slot {} while the fence index reads ({}): it is moved once the reads are done"
-          : "Could not move the slot {} to where the fence index's reads of what changed were ({}): the change stream starts"
-          + " where the CDC source resumes, and brings again what they hold", source.slotName(), e.getMessage());
+      LOG.warn("Could not move the slot {} to where the fence index's reads were ({}): the change stream starts where the CDC"
+          + " source resumes, and brings again what they hold", source.slotName(), e.getMessage());
     }
   }
 

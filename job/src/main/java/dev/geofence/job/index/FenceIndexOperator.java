@@ -10,6 +10,8 @@ import dev.geofence.connectors.model.HydrationEpisode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.job.hold.HoldReport;
+import dev.geofence.job.hold.ReadingEvent;
+import dev.geofence.job.hold.SlotReadyEvent;
 import dev.geofence.job.hold.StreamStartEvent;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceIndexUnionState;
@@ -32,7 +34,9 @@ import java.util.Objects;
 import org.apache.flink.api.common.operators.MailboxExecutor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.operators.coordination.OperatorEvent;
 import org.apache.flink.runtime.operators.coordination.OperatorEventGateway;
+import org.apache.flink.runtime.operators.coordination.OperatorEventHandler;
 import org.apache.flink.runtime.state.CheckpointStreamFactory;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
@@ -76,7 +80,8 @@ import org.apache.flink.util.OutputTag;
  * a replay after a restore emits the same triggers, with the same deterministic ids.
  */
 public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTrigger>
-    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger>, Triggerable<FenceKey, VoidNamespace> {
+    implements TwoInputStreamOperator<FenceChange, Location, GeofenceTrigger>, Triggerable<FenceKey, VoidNamespace>,
+    OperatorEventHandler {
 
   private static final long serialVersionUID = 1L;
 
@@ -202,14 +207,26 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   /** Tells the coordinator where this subtask needs the change stream from (0: where it resumes); once. */
   private void streamFrom(long position) {
     if (coordinator != null) {
-      coordinator.sendEventToCoordinator(new StreamStartEvent(position, false));
+      coordinator.sendEventToCoordinator(new StreamStartEvent(position));
     }
   }
 
-  /** Tells the coordinator that this subtask reads or loads, paired with a position no earlier than {@code target}. */
-  private void readingFrom(long target) {
+  /** Tells the coordinator that this subtask reads or loads, and waits for the slot. */
+  private void reading() {
     if (coordinator != null) {
-      coordinator.sendEventToCoordinator(new StreamStartEvent(target, true));
+      coordinator.sendEventToCoordinator(new ReadingEvent());
+    }
+  }
+
+  /** From the coordinator: the job's slot is ready for this subtask's read ({@link SlotReadyEvent}). */
+  @Override
+  public void handleOperatorEvent(OperatorEvent event) {
+    if (event instanceof SlotReadyEvent) {
+      try {
+        warmUp.slotReady();
+      } catch (Exception e) {
+        throw new IllegalStateException("The read of the source after the slot was ready could not begin", e);
+      }
     }
   }
 
@@ -250,7 +267,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
         source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
         new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
-            admission::readAt, this::readingFrom, this::streamFrom));
+            admission::readAt, this::reading, this::streamFrom, coordinator != null));
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
     new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission)
         .read(context.isRestored(), maxParallelism, own, union);

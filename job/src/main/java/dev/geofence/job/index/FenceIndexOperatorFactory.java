@@ -39,8 +39,9 @@ public final class FenceIndexOperatorFactory extends SimpleOperatorFactory<Geofe
   @Override
   public <T extends StreamOperator<GeofenceTrigger>> T createStreamOperator(StreamOperatorParameters<GeofenceTrigger> parameters) {
     T operator = super.createStreamOperator(parameters);
-    ((FenceIndexOperator) operator).reportTo(
-        parameters.getOperatorEventDispatcher().getOperatorEventGateway(parameters.getStreamConfig().getOperatorID()));
+    OperatorID id = parameters.getStreamConfig().getOperatorID();
+    ((FenceIndexOperator) operator).reportTo(parameters.getOperatorEventDispatcher().getOperatorEventGateway(id));
+    parameters.getOperatorEventDispatcher().registerEventHandler(id, (FenceIndexOperator) operator);
     return operator;
   }
 

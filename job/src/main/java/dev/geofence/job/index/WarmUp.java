@@ -48,11 +48,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   /**
    * How a covered restore catches up: the configured mode, whether the location source replays the
    * downtime, the job's parallelism (for the estimates), where a read's time goes (the time rules
-   * refuse locations older than it), who is told that a read or load begins (no earlier than the
-   * gap check's target: the slot can move there while it runs) and where the stream is needed from.
+   * refuse locations older than it), who is told that this subtask reads or loads, where the stream
+   * is needed from, and whether a read or load waits to be told that the slot is ready for it (by
+   * the coordinator, which may create it anew first; without one, in tests, it begins at once).
    */
-  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt, LongConsumer readingFrom,
-      LongConsumer streamFrom) {}
+  record CatchUpRule(CatchUp mode, boolean locationsReplayDowntime, int parallelism, LongConsumer readAt, Runnable reading,
+      LongConsumer streamFrom, boolean waitsForSlot) {}
 
   private final Readiness readiness;
   private final HydrationRecorder recorder;
@@ -73,6 +74,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   private Map<String, Long> heldBeforeLoad;
   /** Whether the coordinator has been told where this subtask needs the change stream from. */
   private boolean streamReported;
+  /** Whether a read or load may begin: the slot is ready for it. */
+  private boolean slotReady;
   /** Fences whose restored version is of a format this release cannot read. */
   private final List<String> unreadable = new ArrayList<>();
   private final Rereads rereads = new Rereads();
@@ -95,6 +98,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     this.patienceMillis = heartbeatInterval.toMillis();
     this.settled = settled;
     this.catchUp = catchUp;
+    this.slotReady = !catchUp.waitsForSlot();
   }
 
   /** The catch-up's path and estimates, once a gap check has passed; null before. */
@@ -163,6 +167,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       } else {
         source.readAll();
       }
+    } else if (readiness.isReadingChanged() && !slotReady) {
+      LOG.info("Waiting for the coordinator to have the job's slot ready before the {}", decision.path().label());
     } else if (readiness.isReadingChanged() && decision.path() == CatchUp.LOAD) {
       if (heldBeforeLoad == null) {
         heldBeforeLoad = ledger.fences().liveSeqs();
@@ -181,6 +187,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       recorder.enter(LoadPhase.GAP_CHECK);
       source.checkGap(restoredLsn);
     }
+  }
+
+  /** The coordinator has the job's slot ready: a read or load that waits for it begins. */
+  void slotReady() throws Exception {
+    slotReady = true;
+    next();
   }
 
   /** The index became untrusted: said, recorded, and a rebuild started. */
@@ -288,7 +300,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
           decision.path().label(), decision.reason());
       if (decision.path() != CatchUp.REPLAY) {
         readiness.readingChanged();
-        catchUp.readingFrom().accept(verdict.target().lsn());
+        catchUp.reading().run();
       } else {
         streamFrom(0);
       }

@@ -10,23 +10,88 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.Test;
 
 /**
- * Where the change stream starts after reads, against a real PostgreSQL slot: the slot is moved
- * while the subtasks read, once every one has said it reads or loads, then to the least of the
- * reads' positions; and each move brings the slot's restart position up with it, so that the
- * stream does not decode the backlog again (a single move leaves it where the savepoint was).
+ * Where the change stream starts after reads, against a real PostgreSQL slot: once every subtask
+ * has said it reads or loads, the slot is created anew at the head of the WAL, as it was, before
+ * any of them is told to begin; then it is moved to the least of the reads' positions, and each
+ * move brings the slot's restart position up with it, so that the stream does not decode the
+ * backlog again (a single move leaves it where the savepoint was).
  */
 class StreamStartTest {
 
   @Test
-  void theSlotMovesWhileTheSubtasksReadAndItsRestartPositionComesAlong() throws Exception {
+  void theSlotIsCreatedAnewBeforeTheSubtasksReadOnceEveryOneReads() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      s.execute("CREATE TABLE t (id int PRIMARY KEY, v text)");
+      s.execute("SELECT pg_create_logical_replication_slot('anew', 'pgoutput', false, true)");
+      long restored = confirmedLsn(s, "anew");
+      s.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 50000) g");
+      long head = currentLsn(s);
+
+      String token = "stream-start-anew";
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart(token, source(pg, "anew"), told::add)) {
+        start.reading(0, 2);
+        Thread.sleep(500);
+        assertThat(told).as("not told before every subtask said it reads").isEmpty();
+        assertThat(confirmedLsn(s, "anew")).isEqualTo(restored);
+        start.reading(1, 2);
+        Waiting.until("both told", Duration.ofSeconds(30), () -> told.size() == 2);
+        assertThat(told).containsExactlyInAnyOrder(0, 1);
+        // Created anew, as it was: nothing of the backlog before it is left for it to decode.
+        try (ResultSet r = s.executeQuery("SELECT plugin, two_phase, restart_lsn::text, confirmed_flush_lsn::text"
+            + " FROM pg_replication_slots WHERE slot_name = 'anew'")) {
+          assertThat(r.next()).isTrue();
+          assertThat(r.getString(1)).isEqualTo("pgoutput");
+          assertThat(r.getBoolean(2)).as("two_phase, as it was").isTrue();
+          assertThat(Long.compareUnsigned(Lsn.parse(r.getString(3)), head)).as("restart %s, head %s", r.getString(3), Lsn.format(head))
+              .isGreaterThanOrEqualTo(0);
+          assertThat(Long.compareUnsigned(Lsn.parse(r.getString(4)), head)).isGreaterThanOrEqualTo(0);
+        }
+        // A subtask that fails and comes back reads from the slot as it now is: told at once.
+        start.reset(1);
+        start.reading(1, 2);
+        assertThat(told).containsExactlyInAnyOrder(0, 1, 1);
+        assertThat(StreamGate.of(token).isOpen()).isFalse();
+
+        s.execute("INSERT INTO t VALUES (0, 'while they read')");
+        long read = currentLsn(s);
+        start.reported(0, 2, read);
+        start.reported(1, 2, read);
+        Waiting.until("the stream's start", Duration.ofSeconds(30), () -> StreamGate.of(token).isOpen());
+        assertThat(confirmedLsn(s, "anew")).as("moved to the reads' position").isEqualTo(read);
+      }
+    }
+  }
+
+  @Test
+  void aSlotThatIsNotThereIsNotCreatedAndTheReadersAreToldAtOnce() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart("stream-start-absent", source(pg, "absent"), told::add)) {
+        start.reading(0, 2);
+        start.reading(1, 2);
+        Waiting.until("both told", Duration.ofSeconds(30), () -> told.size() == 2);
+        try (ResultSet r = s.executeQuery("SELECT count(*) FROM pg_replication_slots")) {
+          r.next();
+          assertThat(r.getInt(1)).as("the CDC source creates it, not the coordinator").isZero();
+        }
+      }
+    }
+  }
+
+  @Test
+  void eachMoveBringsTheRestartPositionAlong() throws Exception {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       s.execute("CREATE TABLE t (id int PRIMARY KEY, v text)");
       s.execute("SELECT pg_create_logical_replication_slot('moved', 'pgoutput')");
-      long restored = confirmedLsn(s);
       // The backlog, with the running transactions logged in between, as a server logs them while busy.
       long lastLogged = 0;
       for (int i = 0; i < 5; i++) {
@@ -34,32 +99,19 @@ class StreamStartTest {
         lastLogged = currentLsn(s);
         s.execute("CHECKPOINT");
       }
-      long target = currentLsn(s);
-      s.execute("INSERT INTO t VALUES (0, 'after the gap checks')");
-      s.execute("CHECKPOINT");
       long read = currentLsn(s);
 
       String token = "stream-start-test";
-      FenceSourceOptions source = source(pg, "moved");
-      try (StreamStart start = new StreamStart(token, source)) {
-        start.reading(0, 2, target);
-        Thread.sleep(500);
-        assertThat(confirmedLsn(s)).as("not moved before every subtask said it reads").isEqualTo(restored);
-        start.reading(1, 2, read);
-        Waiting.until("the slot moved while the subtasks read", Duration.ofSeconds(30), () -> confirmedLsn(s) == target);
-        // Its restart position comes along with the second move: one move alone would leave it at
-        // the first running transactions logged after the restored position.
-        long logged = lastLogged;
-        Waiting.until("the restart position past " + Lsn.format(logged), Duration.ofSeconds(30),
-            () -> Long.compareUnsigned(restartLsn(s), logged) > 0);
-        assertThat(StreamGate.of(token).isOpen()).isFalse();
-
+      // Reads that did not wait for the slot (it could not be created anew): it is moved after them.
+      try (StreamStart start = new StreamStart(token, source(pg, "moved"), subtask -> {})) {
         start.reported(0, 2, read);
         start.reported(1, 2, read);
         Waiting.until("the stream's start", Duration.ofSeconds(30), () -> StreamGate.of(token).isOpen());
-        assertThat(confirmedLsn(s)).isEqualTo(read);
-        assertThat(Long.compareUnsigned(restartLsn(s), target)).as("restart %s, the first move's target %s", Lsn.format(restartLsn(s)),
-            Lsn.format(target)).isGreaterThanOrEqualTo(0);
+        assertThat(confirmedLsn(s, "moved")).isEqualTo(read);
+        // Its restart position came along with the second move: one move alone would leave it at
+        // the first running transactions logged after the restored position.
+        assertThat(Long.compareUnsigned(restartLsn(s), lastLogged)).as("restart %s, last logged %s", Lsn.format(restartLsn(s)),
+            Lsn.format(lastLogged)).isGreaterThan(0);
       }
     }
   }
@@ -71,16 +123,20 @@ class StreamStartTest {
       s.execute("CREATE TABLE t (id int PRIMARY KEY)");
       s.execute("SELECT pg_create_logical_replication_slot('kept', 'pgoutput')");
       long restored = confirmedLsn(s, "kept");
+      long restart = lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'kept'");
       s.execute("INSERT INTO t SELECT generate_series(1, 1000)");
       long target = currentLsn(s);
       String token = "stream-start-replay";
-      FenceSourceOptions source = source(pg, "kept");
-      try (StreamStart start = new StreamStart(token, source)) {
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart(token, source(pg, "kept"), told::add)) {
         start.reported(1, 2, 0);
-        start.reading(0, 2, target);
+        start.reading(0, 2);
+        assertThat(told).as("the reader, at once: the slot stays as it is").containsExactly(0);
         start.reported(0, 2, target);
         assertThat(StreamGate.of(token).isOpen()).isTrue();
         assertThat(confirmedLsn(s, "kept")).isEqualTo(restored);
+        assertThat(lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'kept'")).as("not created anew")
+            .isEqualTo(restart);
       }
     }
   }
@@ -96,10 +152,6 @@ class StreamStartTest {
 
   private static long restartLsn(Statement s) throws Exception {
     return lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'moved'");
-  }
-
-  private static long confirmedLsn(Statement s) throws Exception {
-    return confirmedLsn(s, "moved");
   }
 
   private static long confirmedLsn(Statement s, String slot) throws Exception {

@@ -287,7 +287,7 @@ class EventTimeRulesTest {
       });
       harness.open();
       assertThat(others).as("without a source of truth, ready for the stream from where it resumes, at once")
-          .containsExactly(new StreamStartEvent(0, false));
+          .containsExactly(new StreamStartEvent(0));
       FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
       source.send(upsert("a", 1, SQUARE, true, 0));
       for (int i = 0; i < 6; i++) {

@@ -13,6 +13,8 @@ import dev.geofence.connectors.model.HydrationEpisode.GapCheck;
 import dev.geofence.connectors.model.HydrationEpisode.StartMode;
 import dev.geofence.connectors.model.Location;
 import dev.geofence.connectors.source.Migrations;
+import dev.geofence.job.hold.ReadingEvent;
+import dev.geofence.job.hold.SlotReadyEvent;
 import dev.geofence.job.hold.StreamStartEvent;
 import dev.geofence.job.operator.FenceIndexState;
 import dev.geofence.job.operator.FenceKey;
@@ -37,6 +39,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
@@ -356,7 +359,7 @@ class FenceIndexRecoveryTest {
       }
 
       FenceIndexOperator operator = operator(port, "slot_read").catchingUp(path, true);
-      List<StreamStartEvent> streamStarts = streamStarts(operator);
+      Told told = told(operator);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
@@ -364,9 +367,10 @@ class FenceIndexRecoveryTest {
         Waiting.until("the gap check's verdict", Duration.ofMinutes(1), () -> harness.getTaskMailbox().hasMail());
         pg.close();
         advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
+        slotReady(harness, operator, told);
         advanceUntil(harness, () -> !operator.view().recovering(), "the read to find the source unreachable");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
-        assertStreamAskedForWhileTheSourceIsOut(path, streamStarts);
+        assertStreamAskedForWhileTheSourceIsOut(path, told.streamStarts());
         assertThat(operator.view().fences().seqOf("fence-10")).as("restored, or set aside for the load")
             .isEqualTo(path == CatchUp.READ ? 1 : 0);
         pg = postgres(port, data);
@@ -375,7 +379,7 @@ class FenceIndexRecoveryTest {
 
         Map<String, Long> held = heldSeqs(operator);
         assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
-        assertStreamAskedForOnce(path, streamStarts);
+        assertStreamAskedForOnce(path, told.streamStarts());
         assertThat(held).containsEntry("fence-2", 2L).containsEntry("fence-6", 3L).containsEntry("fence-60", 1L)
             .containsEntry("fence-10", 6L).doesNotContainKey("fence-4");
         assertThat(triggers(harness).stream().map(t -> t.kind + " " + t.fenceId))
@@ -437,18 +441,19 @@ class FenceIndexRecoveryTest {
         s.execute("UPDATE fences SET geom = geom");
       }
       FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(path, true);
-      List<StreamStartEvent> streamStarts = streamStarts(operator);
+      Told told = told(operator);
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
         advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
+        slotReady(harness, operator, told);
         // The read hands its rows over in batches and waits when the task is that many behind: its
         // transaction is open, part of its rows read. Then the source goes.
         Waiting.until("the read to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
         pg.close();
         advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
-        assertStreamAskedForWhileTheSourceIsOut(path, streamStarts);
+        assertStreamAskedForWhileTheSourceIsOut(path, told.streamStarts());
         // A load's state checkpointed now holds part of the fences: restored, it is not trusted.
         OperatorSubtaskState cut = harness.snapshot(2, 20);
         pg = postgres(port, data);
@@ -456,7 +461,7 @@ class FenceIndexRecoveryTest {
             && operator.view().fences().seqOf("fence-0") == 2, "the read tried again once the source is back");
         Map<String, Long> held = heldSeqs(operator);
         assertThat(held).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
-        assertStreamAskedForOnce(path, streamStarts);
+        assertStreamAskedForOnce(path, told.streamStarts());
         heartbeat(harness, FAR_LSN, System.currentTimeMillis());
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
         if (path == CatchUp.LOAD) {
@@ -805,15 +810,32 @@ class FenceIndexRecoveryTest {
         .url("jdbc:postgresql://localhost:" + port + "/postgres").username("postgres").password("").slotName(slot).build();
   }
 
-  /** The change stream's starts the operator asks its coordinator for ({@code reading} false), as they come. */
-  private static List<StreamStartEvent> streamStarts(FenceIndexOperator operator) {
-    List<StreamStartEvent> starts = new CopyOnWriteArrayList<>();
+  /** What the operator tells its coordinator, as it comes: the change stream's starts it asks for, and that it reads. */
+  private record Told(List<StreamStartEvent> streamStarts, AtomicInteger reading) {}
+
+  private static Told told(FenceIndexOperator operator) {
+    Told told = new Told(new CopyOnWriteArrayList<>(), new AtomicInteger());
     operator.reportTo(event -> {
-      if (event instanceof StreamStartEvent start && !start.reading()) {
-        starts.add(start);
+      if (event instanceof StreamStartEvent start) {
+        told.streamStarts().add(start);
+      } else if (event instanceof ReadingEvent) {
+        told.reading().incrementAndGet();
       }
     });
-    return starts;
+    return told;
+  }
+
+  /**
+   * Once the subtask has told its coordinator that it reads or loads, and while its read waits for
+   * the slot (none begun, the stream not asked for), tells it, as the coordinator does, that the
+   * slot is ready.
+   */
+  private static void slotReady(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
+      FenceIndexOperator operator, Told told) throws Exception {
+    advanceUntil(harness, () -> told.reading().get() == 1, "the subtask to say it reads");
+    assertThat(operator.view().recovering()).as("no read before the slot is ready").isFalse();
+    assertThat(told.streamStarts()).isEmpty();
+    operator.handleOperatorEvent(new SlotReadyEvent());
   }
 
   /**
@@ -823,7 +845,7 @@ class FenceIndexRecoveryTest {
    */
   private static void assertStreamAskedForWhileTheSourceIsOut(CatchUp path, List<StreamStartEvent> starts) {
     assertThat(starts).as("the change stream asked for while the source is out")
-        .isEqualTo(path == CatchUp.LOAD ? List.of() : List.of(new StreamStartEvent(0, false)));
+        .isEqualTo(path == CatchUp.LOAD ? List.of() : List.of(new StreamStartEvent(0)));
   }
 
   /** Once the read tried again is done: the stream asked for once, by a load from where it read. */
