@@ -70,6 +70,29 @@ class StreamStartTest {
   }
 
   @Test
+  void theReadersWaitForATransactionOpenWhenTheSlotIsCreated() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
+        Connection writer = pg.getPostgresDatabase().getConnection(); Statement w = writer.createStatement()) {
+      s.execute("CREATE TABLE t (id int PRIMARY KEY)");
+      s.execute("SELECT pg_create_logical_replication_slot('waited', 'pgoutput')");
+      writer.setAutoCommit(false);
+      w.execute("INSERT INTO t VALUES (1)");
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart("stream-start-waited", source(pg, "waited"), told::add)) {
+        start.reading(0, 2);
+        start.reading(1, 2);
+        Thread.sleep(1_000);
+        assertThat(told).as("a slot's creation waits for the transactions running when it begins").isEmpty();
+        long beforeCommit = currentLsn(s);
+        writer.commit();
+        Waiting.until("both told", Duration.ofSeconds(30), () -> told.size() == 2);
+        assertThat(Long.compareUnsigned(confirmedLsn(s, "waited"), beforeCommit)).as("created once it committed").isGreaterThan(0);
+      }
+    }
+  }
+
+  @Test
   void aSlotThatIsNotThereIsNotCreatedAndTheReadersAreToldAtOnce() throws Exception {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
