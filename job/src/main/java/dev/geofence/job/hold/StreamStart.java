@@ -28,12 +28,13 @@ import org.slf4j.LoggerFactory;
  * <p>A subtask that reads or loads waits to begin until it is told the slot is ready ({@link
  * SlotReadyEvent}). Once every subtask has said it reads or loads, the slot is created anew at the
  * head of the WAL first, as it was (its plugin and options), instead of being moved over the
- * backlog: a move decodes the WAL from the slot's restart position, which cost PostgreSQL about 11
- * CPU-seconds after a day's edits at 1.2 M fences and made the load 6 s slower
- * (docs/performance/journal.md, "2026-12-06: a slot created anew, a prototype"). The reads begin
+ * backlog: a move decodes the WAL from the slot's restart position, which after a day's edits at
+ * 1.2 M fences cost PostgreSQL about 8 CPU-seconds and the restore 4.9 s of its 34.4 s
+ * (docs/performance/journal.md, "2026-12-06: the slot created anew by the job"). The reads begin
  * after it, so each is paired with a position at or after the new slot's, and the move after them
- * decodes only what was written while they read. If any subtask replays or rebuilds, or the slot
- * cannot be created anew, the readers are told at once and the slot is only moved.
+ * decodes only what was written while they read. If any subtask replays or rebuilds, the readers
+ * are told as soon as it says so; if the slot is not there or in use, once that is found; the slot
+ * is then only moved.
  *
  * <p>A slot's move keeps its restart position near where it was (a slot keeps one candidate
  * restart position at a time): after a single move, the stream decoded the whole backlog again
