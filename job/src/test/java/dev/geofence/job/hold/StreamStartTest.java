@@ -25,7 +25,7 @@ class StreamStartTest {
 
   @Test
   void theSlotIsCreatedAnewBeforeTheSubtasksReadOnceEveryOneReads() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+    try (EmbeddedPostgres pg = logicalPostgres();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       s.execute("CREATE TABLE t (id int PRIMARY KEY, v text)");
       s.execute("SELECT pg_create_logical_replication_slot('anew', 'pgoutput', false, true)");
@@ -71,7 +71,7 @@ class StreamStartTest {
 
   @Test
   void theReadersWaitForATransactionOpenWhenTheSlotIsCreated() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+    try (EmbeddedPostgres pg = logicalPostgres();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
         Connection writer = pg.getPostgresDatabase().getConnection(); Statement w = writer.createStatement()) {
       s.execute("CREATE TABLE t (id int PRIMARY KEY)");
@@ -94,7 +94,7 @@ class StreamStartTest {
 
   @Test
   void aSlotThatIsNotThereIsNotCreatedAndTheReadersAreToldAtOnce() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+    try (EmbeddedPostgres pg = logicalPostgres();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       List<Integer> told = new CopyOnWriteArrayList<>();
       try (StreamStart start = new StreamStart("stream-start-absent", source(pg, "absent"), told::add)) {
@@ -111,7 +111,7 @@ class StreamStartTest {
 
   @Test
   void eachMoveBringsTheRestartPositionAlong() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+    try (EmbeddedPostgres pg = logicalPostgres();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       s.execute("CREATE TABLE t (id int PRIMARY KEY, v text)");
       s.execute("SELECT pg_create_logical_replication_slot('moved', 'pgoutput')");
@@ -141,7 +141,7 @@ class StreamStartTest {
 
   @Test
   void aSubtaskThatReplaysKeepsTheSlotWhereItIs() throws Exception {
-    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+    try (EmbeddedPostgres pg = logicalPostgres();
         Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       s.execute("CREATE TABLE t (id int PRIMARY KEY)");
       s.execute("SELECT pg_create_logical_replication_slot('kept', 'pgoutput')");
@@ -162,6 +162,11 @@ class StreamStartTest {
             .isEqualTo(restart);
       }
     }
+  }
+
+  /** A PostgreSQL whose WAL logical slots can decode. */
+  private static EmbeddedPostgres logicalPostgres() throws Exception {
+    return EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
   }
 
   /** The test server's database as a fence source with slot {@code slot}. */
