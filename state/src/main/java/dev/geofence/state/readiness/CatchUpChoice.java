@@ -11,9 +11,10 @@ package dev.geofence.state.readiness;
  *       the job's backlog (about this subtask's times the parallelism) decoded by the stream's one
  *       reader;
  *   <li>read: the key pass over the subtask's fences and one whole row per fence the backlog
- *       changed (a fence changed many times is read once), as many as {@link #changed} expects. The stream then starts where the
- *       reads were, so nothing of the backlog is decoded again: if every subtask reads, which they
- *       do when their shares are alike; one that replays has the others wait for the stream too.
+ *       changed (a fence changed many times is read once), as many as {@link #changed} expects.
+ *       The stream then starts where the reads were, so nothing of the backlog is decoded again:
+ *       if every subtask reads, which they do when their shares are alike; one that replays has
+ *       the others wait for the stream too.
  *   <li>load: every fence the source has in the subtask's buckets, read and loaded as a fresh start
  *       does, into an index emptied first: what a read costs once most fences changed, without
  *       the key pass and without replacing each restored fence (a changed fence read over a
