@@ -17,7 +17,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Where the change stream starts after reads, against a real PostgreSQL slot: once every subtask
  * has said it reads or loads, the slot is created anew at the head of the WAL, as it was, before
- * any of them is told to begin; then it is moved to the least of the reads' positions, and each
+ * any of them is told to begin, unless a transaction running then outlasts the wait for it (the
+ * slot is kept); then it is moved to the least of the reads' positions, and each
  * move brings the slot's restart position up with it, so that the stream does not decode the
  * backlog again (a single move leaves it where the savepoint was).
  */
@@ -83,12 +84,46 @@ class StreamStartTest {
         start.reading(0, 2);
         start.reading(1, 2);
         Thread.sleep(1_000);
-        assertThat(told).as("a slot's creation waits for the transactions running when it begins").isEmpty();
+        assertThat(told).as("the creation anew waits for the transactions running when every subtask reads").isEmpty();
         long beforeCommit = currentLsn(s);
         writer.commit();
         Waiting.until("both told", Duration.ofSeconds(30), () -> told.size() == 2);
         assertThat(Long.compareUnsigned(confirmedLsn(s, "waited"), beforeCommit)).as("created once it committed").isGreaterThan(0);
       }
+    }
+  }
+
+  @Test
+  void aTransactionStillRunningAfterTheWaitKeepsTheSlotAndTheReadersBegin() throws Exception {
+    try (EmbeddedPostgres pg = logicalPostgres();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
+        Connection writer = pg.getPostgresDatabase().getConnection(); Statement w = writer.createStatement()) {
+      s.execute("CREATE TABLE t (id int PRIMARY KEY)");
+      s.execute("SELECT pg_create_logical_replication_slot('long', 'pgoutput')");
+      s.execute("INSERT INTO t SELECT generate_series(1, 1000)");
+      long restart = lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'long'");
+      long confirmed = confirmedLsn(s, "long");
+      writer.setAutoCommit(false);
+      w.execute("INSERT INTO t VALUES (0)");
+      String token = "stream-start-long";
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart(token, source(pg, "long"), told::add, Duration.ofSeconds(1))) {
+        long began = System.nanoTime();
+        start.reading(0, 2);
+        start.reading(1, 2);
+        Waiting.until("both told", Duration.ofSeconds(30), () -> told.size() == 2);
+        assertThat(Duration.ofNanos(System.nanoTime() - began)).as("told once the wait was over").isGreaterThanOrEqualTo(Duration.ofSeconds(1));
+        assertThat(lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'long'")).as("not created anew")
+            .isEqualTo(restart);
+        assertThat(confirmedLsn(s, "long")).isEqualTo(confirmed);
+        // The slot is moved after the reads instead, the transaction still open.
+        long read = currentLsn(s);
+        start.reported(0, 2, read);
+        start.reported(1, 2, read);
+        Waiting.until("the stream's start", Duration.ofSeconds(30), () -> StreamGate.of(token).isOpen());
+        assertThat(confirmedLsn(s, "long")).as("moved to the reads' position").isEqualTo(read);
+      }
+      writer.rollback();
     }
   }
 
