@@ -174,7 +174,7 @@ public final class SavepointInspection {
         java.time.Instant.ofEpochMilli(restoredCommitTime), java.time.Duration.ofMillis(Math.max(0, now - restoredCommitTime))));
     out.append(String.format(Locale.ROOT, "held as            %,d bucket segments, %,d fences in overlays%n", segments, overlayFences));
     out.append(String.format(Locale.ROOT, "state format       fences %d, segments %d%s%s%n", StoredFenceSerializer.FORMAT_VERSION,
-        FenceSegment.FORMAT_VERSION,
+        FenceSegment.FORMAT_UNBUILT_GRIDS,
         unreadable == 0 ? "" : String.format(Locale.ROOT, ", but %,d fences of a format this release cannot read", unreadable),
         unreadableSegments == 0 ? ""
             : String.format(Locale.ROOT, ", but %,d bucket segments this release cannot read (damaged, or of another format)",
@@ -202,7 +202,7 @@ public final class SavepointInspection {
     root.put("age_ms", Math.max(0, now - restoredCommitTime));
     root.put("state_format", StoredFenceSerializer.FORMAT_VERSION);
     root.put("unreadable_fences", unreadable);
-    root.put("segment_format", FenceSegment.FORMAT_VERSION);
+    root.put("segment_format", FenceSegment.FORMAT_UNBUILT_GRIDS);
     root.put("segments", segments);
     root.put("unreadable_segments", unreadableSegments);
     root.put("overlay_fences", overlayFences);

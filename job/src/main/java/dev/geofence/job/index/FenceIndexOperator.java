@@ -316,8 +316,9 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   public void snapshotState(StateSnapshotContext context) throws Exception {
     super.snapshotState(context);
     ledger.checkpoint();
-    // Segments are rewritten only once the index is ready: a load's or a rebuild's overlays grow
-    // bucket by bucket until then, and each would be rewritten many times over. A savepoint holds
+    // Segments are rewritten only once the index is ready: a rebuild's overlays grow bucket by
+    // bucket until then, and each would be rewritten many times over (a load writes the buckets
+    // it reads as segments at once, FenceIndexState.flush). A savepoint holds
     // the whole state anyway, and the restore that reads it should find segments: it rewrites
     // every bucket due, a checkpoint only a budget of them.
     if (readiness.ready()) {

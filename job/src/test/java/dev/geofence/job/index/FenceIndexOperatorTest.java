@@ -457,7 +457,7 @@ class FenceIndexOperatorTest {
       watermark(harness, 15);
       harness.snapshot(1, 20);
       long rewritten = view(harness).segmentsRewritten();
-      assertThat(rewritten).as("every bucket with fences").isEqualTo(ids.stream().map(FenceBuckets::of).distinct().count());
+      assertThat(rewritten).as("written as their segments, none rewritten").isZero();
       for (int i = 0; i < 6; i++) {
         String id = crowded.get(i);
         if (i % 3 == 0) {

@@ -128,8 +128,11 @@ class FenceIndexStateTest {
       assertThat(holder.fingerprint(bucket)).isNull();
 
       harness.snapshot(1, 1);
-      assertThat(holder.stored(bucket, "a").seq()).isEqualTo(3);
+      // Bucket "a"'s stored nothing: its fence is written as its segment, not into its overlay.
+      assertThat(holder.stored(bucket, "a")).isNull();
+      assertThat(holder.inSegment("a").seq()).isEqualTo(3);
       assertThat(holder.stored(FenceBuckets.of("b"), "b")).isNull();
+      assertThat(holder.inSegment("b")).isNull();
       assertThat(holder.fingerprint(bucket).version()).isEqualTo(3);
       assertThat(state.storedTenant("a")).as("read back from keyed state").isEqualTo("t3");
 
@@ -137,8 +140,8 @@ class FenceIndexStateTest {
       for (int i = 0; i < many; i++) {
         state.fence("f" + i, StoredFence.of(1, true, null, null, StayRules.NO_FENCE_DELAY, i));
       }
-      assertThat(holder.stored(FenceBuckets.of("f0"), "f0")).as("written once more than the most held back").isNotNull();
-      assertThat(holder.stored(FenceBuckets.of("f" + (many - 1)), "f" + (many - 1))).isNotNull();
+      assertThat(holder.inSegment("f0")).as("written once more than the most held back").isNotNull();
+      assertThat(holder.inSegment("f" + (many - 1))).isNotNull();
     }
   }
 
@@ -228,10 +231,89 @@ class FenceIndexStateTest {
   }
 
   /**
-   * Once rewritten, a bucket's fences are its segment; edits after it are its overlay, which a
-   * restore reads after the segment, and whose versions {@link FenceIndexState#storedTenant} finds
-   * before the segment's. A bucket's overlay is folded in once it holds more than a quarter of
-   * the segment's fences.
+   * A load's fences, held back across many buckets, reach keyed state as each empty bucket's
+   * segment and not one entry per fence; a bucket that already has a segment takes its overlay, as
+   * does a bucket with a removal held; a restore reads back every version.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void fencesIntoBucketsThatStoreNoneAreWrittenAsTheirSegments(String backend) throws Exception {
+    FenceGeometry square = square();
+    List<String> ids = new ArrayList<>();
+    for (int i = 0; i < 3_000; i++) {
+      ids.add("load" + i);
+    }
+    List<String> earlier = sameBucket(2);
+    String removed = ids.stream().filter(id -> FenceBuckets.of(id) != FenceBuckets.of(earlier.get(0))).findFirst().orElseThrow();
+    Map<String, Long> expected = new HashMap<>();
+    OperatorSubtaskState snapshot;
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.open();
+      Holder holder = (Holder) harness.getOperator();
+      FenceIndexState state = holder.state;
+      state.fence(earlier.get(0), StoredFence.of(1, false, square, "t", StayRules.NO_FENCE_DELAY, 1));
+      state.flush();
+      expected.put(earlier.get(0), 1L);
+      state.fence(earlier.get(1), StoredFence.of(4, false, square, "t", StayRules.NO_FENCE_DELAY, 1));
+      expected.put(earlier.get(1), 4L);
+      for (String id : ids) {
+        long seq = 1 + (id.hashCode() & 7);
+        state.fence(id, StoredFence.of(seq, seq == 8, seq == 8 ? null : square, "t", StayRules.NO_FENCE_DELAY, seq));
+        expected.put(id, seq);
+      }
+      state.removeFence(removed);
+      expected.remove(removed);
+      snapshot = harness.snapshot(1, 1);
+      assertThat(holder.inSegment(earlier.get(0)).seq()).isEqualTo(1);
+      assertThat(holder.inSegment(earlier.get(1))).as("a bucket with a segment: its overlay").isNull();
+      assertThat(holder.stored(FenceBuckets.of(earlier.get(1)), earlier.get(1)).seq()).isEqualTo(4);
+      assertThat(holder.inSegment(removed)).isNull();
+      int inOverlays = 0;
+      for (String id : ids) {
+        int bucket = FenceBuckets.of(id);
+        if (bucket != FenceBuckets.of(earlier.get(0)) && bucket != FenceBuckets.of(removed)) {
+          assertThat(holder.stored(bucket, id)).as(id).isNull();
+          assertThat(holder.inSegment(id).seq()).as(id).isEqualTo(expected.get(id));
+        } else if (!id.equals(removed)) {
+          assertThat(holder.stored(bucket, id).seq()).as(id).isEqualTo(expected.get(id));
+          inOverlays++;
+        }
+      }
+      assertThat(inOverlays).as("only the fences of those two buckets").isLessThan(10);
+      assertThat(state.segmentsRewrittenCount()).isZero();
+    }
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.initializeState(snapshot);
+      Map<String, Long> read = new HashMap<>();
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+        @Override
+        public void segment(int b, FenceSegment segment) {
+          for (int i = 0; i < segment.size(); i++) {
+            assertThat(read.put(segment.id(i), segment.seq(i))).isNull();
+          }
+        }
+
+        @Override
+        public void fence(int b, String id, StoredFence stored) {
+          read.put(id, stored.seq());
+        }
+      });
+      List<String> differ = new ArrayList<>();
+      expected.forEach((id, seq) -> {
+        if (!seq.equals(read.get(id))) {
+          differ.add(id + ": " + seq + " written, " + read.get(id) + " read");
+        }
+      });
+      assertThat(differ).isEmpty();
+      assertThat(read).hasSameSizeAs(expected);
+    }
+  }
+
+  /**
+   * The fences written into a bucket that stores none are its segment at once; edits after it are
+   * its overlay, which a restore reads after the segment, and whose versions {@link
+   * FenceIndexState#storedTenant} finds before the segment's. A bucket's overlay is folded in once
+   * it holds more than a quarter of the segment's fences.
    */
   @ParameterizedTest
   @ValueSource(strings = {"hashmap", "rocksdb"})
@@ -249,14 +331,16 @@ class FenceIndexStateTest {
         state.fence(id, StoredFence.of(1, false, square, "t-" + id, StayRules.NO_FENCE_DELAY, 1));
       }
       harness.snapshot(1, 1);
-      assertThat(state.segmentsRewrittenCount()).isEqualTo(1);
-      assertThat(holder.stored(bucket, ids.get(0))).as("folded into the segment").isNull();
+      assertThat(state.segmentsRewrittenCount()).as("written as the segment, no overlay to fold").isZero();
+      assertThat(holder.stored(bucket, ids.get(0))).as("not in the overlay").isNull();
+      assertThat(FenceSegment.read(holder.segment(bucket)).size()).isEqualTo(12);
       assertThat(state.storedTenant(ids.get(0))).as("read from the segment").isEqualTo("t-" + ids.get(0));
 
       state.fence(ids.get(0), StoredFence.of(2, false, square, "moved", StayRules.NO_FENCE_DELAY, 2));
       state.fence(ids.get(1), StoredFence.of(2, true, null, "t-" + ids.get(1), StayRules.NO_FENCE_DELAY, 2));
       harness.snapshot(2, 2);
-      assertThat(state.segmentsRewrittenCount()).as("2 of 12 is not more than a quarter").isEqualTo(1);
+      assertThat(state.segmentsRewrittenCount()).as("2 of 12 is not more than a quarter").isZero();
+      assertThat(holder.inSegment(ids.get(0)).seq()).as("the segment as written").isEqualTo(1);
       assertThat(holder.stored(bucket, ids.get(0)).seq()).isEqualTo(2);
       assertThat(state.storedTenant(ids.get(0))).as("the overlay's, over the segment's").isEqualTo("moved");
       snapshot = harness.snapshot(3, 3);
@@ -359,11 +443,18 @@ class FenceIndexStateTest {
     try (var harness = harness(1, 0, "hashmap", false)) {
       harness.open();
       Holder holder = (Holder) harness.getOperator();
+      // A fence in every bucket first, written as the buckets' segments; then the overlays.
+      List<String> seeds = oneInEachBucket();
+      for (String id : seeds) {
+        holder.state.fence(id, StoredFence.of(1, true, null, "t", StayRules.NO_FENCE_DELAY, 0));
+      }
+      holder.state.flush();
       int fences = FenceIndexState.MAX_REWRITTEN + FenceIndexState.MAX_REWRITTEN / 2;
       for (int i = 0; i < fences; i++) {
         holder.state.fence("f" + i, StoredFence.of(1, true, null, "t", StayRules.NO_FENCE_DELAY, i));
       }
       holder.state.flush();
+      fences += seeds.size();
       boolean checkpoint = snapshot.equals("checkpoint");
       int first = holder.state.rewriteSegments(checkpoint);
       if (checkpoint) {
@@ -379,6 +470,20 @@ class FenceIndexStateTest {
       }
       assertThat(inSegments).isEqualTo(fences);
     }
+  }
+
+  /** An id of each bucket. */
+  private static List<String> oneInEachBucket() {
+    String[] ids = new String[FenceBuckets.COUNT];
+    int found = 0;
+    for (int i = 0; found < ids.length; i++) {
+      int bucket = FenceBuckets.of("seed" + i);
+      if (ids[bucket] == null) {
+        ids[bucket] = "seed" + i;
+        found++;
+      }
+    }
+    return List.of(ids);
   }
 
   /** Ids of one bucket. */
@@ -475,6 +580,14 @@ class FenceIndexStateTest {
     StoredFence stored(int bucket, String fenceId) throws Exception {
       setCurrentKey(FenceKey.ofBucket(bucket));
       return fences.get(fenceId);
+    }
+
+    /** The version of a fence that its bucket's segment in keyed state holds, or null. */
+    StoredFence inSegment(String fenceId) throws Exception {
+      byte[] bytes = segment(FenceBuckets.of(fenceId));
+      FenceSegment read = bytes == null ? null : FenceSegment.read(bytes);
+      int i = read == null ? -1 : read.positionOf(fenceId);
+      return i < 0 ? null : StoredFence.of(read, i);
     }
 
     byte[] segment(int bucket) throws Exception {

@@ -616,7 +616,10 @@ public final class FenceIndex {
     }
     long mark = CoverageGrid.lookup(rec, r + 2, CoverageGrid.COARSE, minX, minY, maxX, maxY, x, y);
     if (mark == CoverageGrid.UNBUILT) {
-      CoverageGrid.build(geometries[slot], minX, minY, maxX, maxY, CoverageGrid.COARSE, rec, r + 2);
+      FenceSegment segment = slotSegments[slot];
+      // A segment's grid is unbuilt when a load wrote it (FenceSegment's formats 3 and 4).
+      FenceGeometry geometry = segment == null ? geometries[slot] : segment.geometry(slotPositions[slot]);
+      CoverageGrid.build(geometry, minX, minY, maxX, maxY, CoverageGrid.COARSE, rec, r + 2);
       mark = CoverageGrid.lookup(rec, r + 2, CoverageGrid.COARSE, minX, minY, maxX, maxY, x, y);
     }
     return mark;

@@ -44,7 +44,15 @@ public record StoredFence(long seq, boolean deleted, FenceGeometry geometry, Str
 
   /** These fences of one bucket (live, tombstones, refused) as one segment's bytes. */
   public static byte[] segment(Map<String, StoredFence> fences) {
-    FenceSegment.Writer writer = new FenceSegment.Writer();
+    return segment(fences, new FenceSegment.Writer());
+  }
+
+  /** As {@link #segment(Map)}, the grids left for the reader to build. */
+  public static byte[] segmentWithUnbuiltGrids(Map<String, StoredFence> fences) {
+    return segment(fences, new FenceSegment.Writer().unbuiltGrids());
+  }
+
+  private static byte[] segment(Map<String, StoredFence> fences, FenceSegment.Writer writer) {
     fences.forEach((id, f) -> writer.add(id, f.seq(), f.deleted(), f.geometry(), f.tenant(), f.dwellDelay(), f.commitLsn(), f.commitTime()));
     return writer.write();
   }

@@ -40,6 +40,13 @@ import java.util.zip.CRC32C;
  * StayRules#NO_FENCE_DELAY}) after time[n]. A segment none of whose fences has a delay of its own
  * is written in format 1, byte for byte as before delays, so that state without them costs nothing
  * more and an earlier release still reads it; both formats are read.
+ *
+ * <p>Formats 3 and 4 are formats 1 and 2 whose grids are left unbuilt: every cell of the grid of
+ * a fence of at least {@link CoverageGrid#MIN_VERTICES} vertices is {@link CoverageGrid#UNBUILT},
+ * for the reader to build on the fence's first query. A load writes its segments so, since a grid
+ * costs about ten microseconds a fence, which would be most of a cold start's writing of its
+ * fences; a rewrite of the bucket builds them. An earlier release refuses these formats (and
+ * rebuilds), where it would have taken the unbuilt cells for a grid.
  */
 public final class FenceSegment {
 
@@ -47,6 +54,10 @@ public final class FenceSegment {
   public static final byte FORMAT_VERSION = 2;
   /** The format of a segment without dwell delays, read too. */
   static final byte FORMAT_WITHOUT_DELAYS = 1;
+  /** Format 1 with its grids unbuilt. */
+  static final byte FORMAT_UNBUILT_GRIDS_WITHOUT_DELAYS = 3;
+  /** Format 2 with its grids unbuilt: the newest. */
+  public static final byte FORMAT_UNBUILT_GRIDS = 4;
 
   private static final int DELETED = 1;
   private static final int HAS_GEOMETRY = 2;
@@ -89,7 +100,7 @@ public final class FenceSegment {
     seqs = longs(in, n);
     lsns = longs(in, n);
     times = longs(in, n);
-    delays = format == FORMAT_WITHOUT_DELAYS ? null : longs(in, n);
+    delays = format == FORMAT_WITHOUT_DELAYS || format == FORMAT_UNBUILT_GRIDS_WITHOUT_DELAYS ? null : longs(in, n);
     boxes = doubles(in, 4 * n);
     grids = longs(in, n * CoverageGrid.COARSE_WORDS);
     fencePolygons = ints(in, n + 1);
@@ -162,9 +173,9 @@ public final class FenceSegment {
       throw new IllegalArgumentException("fence segment of " + in.remaining() + " bytes is shorter than its header");
     }
     byte format = in.get(0);
-    if (format != FORMAT_VERSION && format != FORMAT_WITHOUT_DELAYS) {
+    if (format < FORMAT_WITHOUT_DELAYS || format > FORMAT_UNBUILT_GRIDS) {
       throw new IllegalArgumentException("fence segment of format " + format + ", this release reads "
-          + FORMAT_WITHOUT_DELAYS + " and " + FORMAT_VERSION);
+          + FORMAT_WITHOUT_DELAYS + " to " + FORMAT_UNBUILT_GRIDS);
     }
     CRC32C crc = new CRC32C();
     crc.update(in.duplicate().position(8));
@@ -185,6 +196,13 @@ public final class FenceSegment {
   /** Collects a bucket's fences, then writes them as one segment. */
   public static final class Writer {
     private final TreeMap<String, Entry> fences = new TreeMap<>();
+    private boolean unbuiltGrids;
+
+    /** Leaves the fences' grids for the reader to build (formats 3 and 4). */
+    public Writer unbuiltGrids() {
+      unbuiltGrids = true;
+      return this;
+    }
 
     /**
      * Adds a fence, or replaces the one added under its id.
@@ -200,11 +218,11 @@ public final class FenceSegment {
 
     /** The segment's bytes, for one keyed state value. */
     public byte[] write() {
-      return FenceSegment.write(fences);
+      return FenceSegment.write(fences, unbuiltGrids);
     }
   }
 
-  private static byte[] write(TreeMap<String, Entry> sorted) {
+  private static byte[] write(TreeMap<String, Entry> sorted, boolean unbuiltGrids) {
     int n = sorted.size();
     List<byte[]> idList = new ArrayList<>(n);
     Map<String, Integer> tenantCodes = new HashMap<>();
@@ -242,7 +260,9 @@ public final class FenceSegment {
       throw new IllegalArgumentException("a segment of " + n + " fences would take " + size + " bytes");
     }
     ByteBuffer out = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
-    out.put(delays ? FORMAT_VERSION : FORMAT_WITHOUT_DELAYS).put((byte) 0).put((byte) 0).put((byte) 0).putInt(0);
+    byte format = unbuiltGrids ? (delays ? FORMAT_UNBUILT_GRIDS : FORMAT_UNBUILT_GRIDS_WITHOUT_DELAYS)
+        : delays ? FORMAT_VERSION : FORMAT_WITHOUT_DELAYS;
+    out.put(format).put((byte) 0).put((byte) 0).put((byte) 0).putInt(0);
     out.putInt(n).putInt(polygons).putInt(rings).putInt(vertices).putInt(idBytes).putInt(tenantNames.size()).putInt(tableSize);
     int live = 0;
     long checksum = 0;
@@ -277,7 +297,12 @@ public final class FenceSegment {
       Arrays.fill(grid, 0L);
       // Zeros send every point to the kernel: a small fence gains nothing from a grid.
       if (g != null && g.vertexCount() >= CoverageGrid.MIN_VERTICES) {
-        CoverageGrid.build(g, boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3], CoverageGrid.COARSE, grid, 0);
+        if (unbuiltGrids) {
+          // Every cell UNBUILT (binary 11).
+          Arrays.fill(grid, -1L);
+        } else {
+          CoverageGrid.build(g, boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3], CoverageGrid.COARSE, grid, 0);
+        }
       }
       for (long word : grid) {
         out.putLong(word);

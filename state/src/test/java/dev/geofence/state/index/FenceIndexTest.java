@@ -225,7 +225,7 @@ class FenceIndexTest {
 
   /**
    * Buckets loaded as segments (fences read in place, big ones as objects, tombstones and refused
-   * fences left out), then edited over and over (upserts and deletes of loaded fences and of new
+   * fences left out; half of them with their grids unbuilt, as a load writes them), then edited over and over (upserts and deletes of loaded fences and of new
    * ones, overlay packs and full repacks): every answer, single and batched, and every lookup by
    * id as brute force over a map gives it.
    */
@@ -263,7 +263,9 @@ class FenceIndexTest {
     }
     FenceIndex index = new FenceIndex(4, 4, 8);
     CoordinateArena arena = new CoordinateArena();
-    buckets.forEach((bucket, fences) -> index.load(bucket, FenceSegment.read(StoredFence.segment(fences), arena)));
+    // Half the buckets as a load writes them, their grids left for the index to build.
+    buckets.forEach((bucket, fences) -> index.load(bucket,
+        FenceSegment.read(bucket % 2 == 0 ? StoredFence.segment(fences) : StoredFence.segmentWithUnbuiltGrids(fences), arena)));
     assertThatThrownBy(() -> index.load(buckets.keySet().iterator().next(), FenceSegment.read(StoredFence.segment(Map.of()))))
         .isInstanceOf(IllegalStateException.class);
     assertThat(index.size()).isEqualTo(model.size());

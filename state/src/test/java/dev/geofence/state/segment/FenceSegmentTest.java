@@ -149,10 +149,59 @@ class FenceSegmentTest {
           .hasMessageContaining("damaged");
     }
     byte[] otherFormat = bytes.clone();
-    otherFormat[0] = 3;
-    assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 3");
+    otherFormat[0] = 5;
+    assertThatThrownBy(() -> FenceSegment.read(otherFormat)).hasMessageContaining("format 5");
     assertThatThrownBy(() -> FenceSegment.read(new byte[3])).hasMessageContaining("shorter than its header");
     assertThat(FenceSegment.read(StoredFence.segment(Map.of())).size()).isZero();
+  }
+
+  /**
+   * A load's segment leaves every grid of a fence worth one for the reader to build, in formats 3
+   * and 4, and is otherwise the segment a rewrite writes, byte for byte the same size.
+   */
+  @Test
+  void aSegmentWithUnbuiltGridsDiffersOnlyInItsGrids() throws Exception {
+    Map<String, StoredFence> withDelays = fences(new Shapes(factory, 13L), 300, new HashMap<>());
+    Map<String, StoredFence> without = withoutDelays(withDelays);
+    for (Map<String, StoredFence> fences : List.of(withDelays, without)) {
+      byte[] built = StoredFence.segment(fences);
+      byte[] unbuilt = StoredFence.segmentWithUnbuiltGrids(fences);
+      assertThat(unbuilt[0]).isEqualTo(fences == withDelays ? FenceSegment.FORMAT_UNBUILT_GRIDS : (byte) 3);
+      assertThat(unbuilt).hasSameSizeAs(built);
+      FenceSegment a = FenceSegment.read(built);
+      FenceSegment b = FenceSegment.read(unbuilt);
+      assertThat(b.hasDwellDelays()).isEqualTo(fences == withDelays);
+      int left = 0;
+      long[] builtGrid = new long[CoverageGrid.COARSE_WORDS];
+      long[] unbuiltGrid = new long[CoverageGrid.COARSE_WORDS];
+      for (int i = 0; i < a.size(); i++) {
+        assertThat(b.id(i)).isEqualTo(a.id(i));
+        assertThat(StoredFence.of(b, i)).isEqualTo(StoredFence.of(a, i));
+        double[] boxA = new double[4];
+        double[] boxB = new double[4];
+        a.box(i, boxA, 0);
+        b.box(i, boxB, 0);
+        assertThat(boxB).isEqualTo(boxA);
+        a.grid(i, builtGrid, 0);
+        b.grid(i, unbuiltGrid, 0);
+        FenceGeometry g = fences.get(a.id(i)).geometry();
+        if (g != null && g.vertexCount() >= CoverageGrid.MIN_VERTICES) {
+          left++;
+          assertThat(unbuiltGrid).as("every cell unbuilt").containsOnly(-1L);
+        } else {
+          assertThat(unbuiltGrid).isEqualTo(builtGrid).containsOnly(0L);
+        }
+      }
+      assertThat(left).isGreaterThan(50).isLessThan(a.size());
+    }
+  }
+
+  /** The same fences, none with a dwell delay of its own. */
+  private static Map<String, StoredFence> withoutDelays(Map<String, StoredFence> fences) {
+    Map<String, StoredFence> without = new HashMap<>();
+    fences.forEach((id, f) -> without.put(id,
+        new StoredFence(f.seq(), f.deleted(), f.geometry(), f.tenant(), StayRules.NO_FENCE_DELAY, f.commitLsn(), f.commitTime())));
+    return without;
   }
 
   /** The stored box, then the stored grid, then the rings in place: what the index reads of a segment's fence. */
@@ -171,9 +220,7 @@ class FenceSegmentTest {
   @Test
   void segmentsWithoutDwellDelaysKeepTheFormatBeforeThem() throws Exception {
     Map<String, StoredFence> withDelays = fences(new Shapes(factory, 3L), 300, new HashMap<>());
-    Map<String, StoredFence> without = new HashMap<>();
-    withDelays.forEach((id, f) -> without.put(id,
-        new StoredFence(f.seq(), f.deleted(), f.geometry(), f.tenant(), StayRules.NO_FENCE_DELAY, f.commitLsn(), f.commitTime())));
+    Map<String, StoredFence> without = withoutDelays(withDelays);
     byte[] newer = StoredFence.segment(withDelays);
     byte[] older = StoredFence.segment(without);
 
