@@ -554,8 +554,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * than into its overlay, which would take a put per fence and, once the index is ready, a rewrite
    * that reads them back and deletes them (a fresh start's savepoint still carried those deletes:
    * 3.8 GB where the segments are 2.06, docs/performance/journal.md). Building the grids here
-   * would slow a cold start by a third.
-   * A bucket with a removal held is left to the overlay.
+   * would slow a cold start by a third. A bucket with a removal held is left to the overlay.
    */
   private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() throws Exception {
     // In the order held, which a load's is RocksDB's key order: a memtable filled in that order
