@@ -49,8 +49,8 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
  * {@link FenceSegment} (written whole, read in place by the index) and an overlay, a map by fence
  * id of the versions stored since the segment was written; {@link #rewriteSegments} folds an overlay
  * into a new segment once it holds more than a quarter of the segment's fences (design.md, "The
- * snapshot as the index"; ADR 0011). The fences written into a bucket that stores none (a load's)
- * are its segment at once.
+ * snapshot as the index"; ADR 0011). The fences written into a bucket that stores none and had no
+ * segment restored (a fresh start's load) are its segment at once.
  *
  * <p>Beside the bucket's state,
  * a key group's key (a heartbeat's) how far the stream had been read; a fence's key the objects
@@ -196,6 +196,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
   /** Per bucket: the fences in its segment, and the puts into its overlay since (a bound on the overlay's size). */
   private final int[] segmentSizes = new int[FenceBuckets.COUNT];
   private final int[] overlayPuts = new int[FenceBuckets.COUNT];
+  /** Per bucket, whether {@link #readFences} found a segment stored for it. */
+  private final boolean[] restoredSegment = new boolean[FenceBuckets.COUNT];
   private long segmentsRewritten;
   private final MapState<String, Long> members;
   private final ListState<Queued> queued;
@@ -285,6 +287,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
       if (ownBuckets[bucket]) {
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
         byte[] bytes = segment.value();
+        restoredSegment[bucket] = bytes != null;
         if (bytes != null) {
           FenceSegment read = null;
           try {
@@ -554,7 +557,10 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * than into its overlay, which would take a put per fence and, once the index is ready, a rewrite
    * that reads them back and deletes them (a fresh start's savepoint still carried those deletes:
    * 3.8 GB where the segments are 2.06, docs/performance/journal.md). Building the grids here
-   * would slow a cold start by a third. A bucket with a removal held is left to the overlay.
+   * would slow a cold start by a third. A bucket with a removal held is left to the overlay, and
+   * so is one whose segment the restore found, even once set aside for a catch-up's load: a new
+   * segment under the same key had RocksDB's compactions rewrite the restored ones, and a day-old
+   * savepoint's load took 2.5 s longer (docs/performance/journal.md).
    */
   private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() throws Exception {
     // In the order held, which a load's is RocksDB's key order: a memtable filled in that order
@@ -567,7 +573,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
       if (notWhole.contains(bucket)) {
         continue;
       }
-      if (held.getValue() == null || segmentSizes[bucket] > 0 || overlayPuts[bucket] > 0) {
+      if (held.getValue() == null || segmentSizes[bucket] > 0 || overlayPuts[bucket] > 0 || restoredSegment[bucket]) {
         notWhole.add(bucket);
         whole.remove(bucket);
         continue;

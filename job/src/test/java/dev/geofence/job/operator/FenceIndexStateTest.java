@@ -16,8 +16,10 @@ import dev.geofence.state.geom.GeometryReadOptions;
 import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -306,6 +308,25 @@ class FenceIndexStateTest {
       });
       assertThat(differ).isEmpty();
       assertThat(read).hasSameSizeAs(expected);
+
+      // Set aside for a catch-up's load: a bucket whose segment was restored takes its overlay
+      // (its key's restored segment is not overwritten), one that had none still its segment.
+      Holder holder = (Holder) harness.getOperator();
+      FenceIndexState state = state(harness);
+      state.clearFences();
+      String inRestored = ids.get(1);
+      Set<Integer> stored = new HashSet<>();
+      expected.keySet().forEach(id -> stored.add(FenceBuckets.of(id)));
+      String inNew = "new0";
+      for (int i = 1; stored.contains(FenceBuckets.of(inNew)); i++) {
+        inNew = "new" + i;
+      }
+      state.fence(inRestored, StoredFence.of(9, false, square, "t", StayRules.NO_FENCE_DELAY, 9));
+      state.fence(inNew, StoredFence.of(1, false, square, "t", StayRules.NO_FENCE_DELAY, 9));
+      state.flush();
+      assertThat(holder.stored(FenceBuckets.of(inRestored), inRestored).seq()).isEqualTo(9);
+      assertThat(holder.segment(FenceBuckets.of(inRestored))).isNull();
+      assertThat(holder.inSegment(inNew).seq()).isEqualTo(1);
     }
   }
 
