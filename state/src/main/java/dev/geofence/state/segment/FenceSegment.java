@@ -50,7 +50,7 @@ import java.util.zip.CRC32C;
  */
 public final class FenceSegment {
 
-  /** The newest format, which a segment with dwell delays is written in. */
+  /** The format a rewrite writes a segment with dwell delays in (its grids built). */
   public static final byte FORMAT_VERSION = 2;
   /** The format of a segment without dwell delays, read too. */
   static final byte FORMAT_WITHOUT_DELAYS = 1;
