@@ -14,7 +14,6 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -562,7 +561,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * segment under the same key had RocksDB's compactions rewrite the restored ones, and a day-old
    * savepoint's load took 2.5 s longer (docs/performance/journal.md).
    */
-  private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() throws Exception {
+  private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() {
     // In the order held, which a load's is RocksDB's key order: a memtable filled in that order
     // flushes files that do not overlap, which RocksDB does not compact again (in a hash's order
     // a cold start's compactions took 4 CPU-seconds more).
@@ -580,14 +579,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
       }
       whole.computeIfAbsent(bucket, b -> new LinkedHashMap<>()).put(held.getKey(), held.getValue());
     }
-    // A size of 0 is also a segment that holds no fence (all its fences gone at a rewrite): such a
-    // segment is kept, and the bucket's fences go to its overlay.
-    for (Iterator<Integer> bucket = whole.keySet().iterator(); bucket.hasNext(); ) {
-      backend.setCurrentKey(FenceKey.ofBucket(bucket.next()));
-      if (segment.value() != null) {
-        bucket.remove();
-      }
-    }
+    // A size of 0 with no overlay put stores nothing, even under a segment of no fence written
+    // since the restore: the held fences as the segment are then exactly what the bucket stores.
     return whole;
   }
 
