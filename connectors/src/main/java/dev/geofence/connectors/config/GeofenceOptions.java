@@ -115,7 +115,9 @@ public final class GeofenceOptions {
           + " fences, then those rows whole); LOAD every fence of the subtask's buckets anew, as a fresh start does, the"
           + " restored fences set aside first (their members kept); or AUTO, the cheapest by the job's estimates, but READ or"
           + " LOAD only when the location source starts at the present (not kafka: or file:, which resume from the savepoint"
-          + " and bring the downtime's locations). After a READ or a LOAD, locations stamped before it are BEFORE_READ dead"
+          + " and bring the downtime's locations). A LOAD, forced or seen to be the cheapest before the restore reads the"
+          + " fences, reads from the restored state only the fences with members. After a READ or a LOAD, locations stamped"
+          + " before it are BEFORE_READ dead"
           + " letters on that subtask. When every subtask reads or loads, the change stream starts where they read, and the"
           + " edits they hold are not streamed again.");
 

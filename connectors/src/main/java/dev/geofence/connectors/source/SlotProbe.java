@@ -48,6 +48,25 @@ public final class SlotProbe {
    */
   public static CatchUpTarget catchUpTarget(
       Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd) throws SQLException {
+    BucketStats stats = bucketStats(connection, columns, maxParallelism, keyGroupStart, keyGroupEnd);
+    long lsn;
+    try (Statement s = connection.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
+      r.next();
+      lsn = Lsn.parse(r.getString(1));
+    }
+    try (Statement s = connection.createStatement()) {
+      s.executeUpdate(FenceSource.heartbeatSql(columns));
+    }
+    return new CatchUpTarget(lsn, stats.fenceCount(), stats.versions());
+  }
+
+  /**
+   * The versions and live fence counts of the given key groups' bucket fingerprints, as the source
+   * holds them now (no position, nothing written): what a restore estimates its catch-up from
+   * before it reads the fences ({@code StateRestore}), and the catch-up target's versions.
+   */
+  public static BucketStats bucketStats(Connection connection, FenceTableColumns columns, int maxParallelism, int keyGroupStart,
+      int keyGroupEnd) throws SQLException {
     long[] versions = new long[FenceBuckets.COUNT];
     Arrays.fill(versions, -1);
     long fences = 0;
@@ -61,16 +80,11 @@ public final class SlotProbe {
         }
       }
     }
-    long lsn;
-    try (Statement s = connection.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
-      r.next();
-      lsn = Lsn.parse(r.getString(1));
-    }
-    try (Statement s = connection.createStatement()) {
-      s.executeUpdate(FenceSource.heartbeatSql(columns));
-    }
-    return new CatchUpTarget(lsn, fences, versions);
+    return new BucketStats(fences, versions);
   }
+
+  /** The live fences of the buckets asked for, and per bucket its fingerprint's version (-1 for buckets not asked for). */
+  public record BucketStats(long fenceCount, long[] versions) {}
 
   /**
    * Where the stream must get to, and what the source held there: the live fences of the buckets

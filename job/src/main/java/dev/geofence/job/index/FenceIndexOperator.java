@@ -264,12 +264,15 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     locations = new LocationPath(clock, readiness, admission, evaluation, ledger, hold, recorder::update,
         own.getStartKeyGroup(), own.getEndKeyGroup());
+    WarmUp.CatchUpRule catchUpRule = new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime,
+        getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(), admission::readAt, this::reading, this::streamFrom,
+        coordinator != null);
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
         source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
-        new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
-            admission::readAt, this::reading, this::streamFrom, coordinator != null));
+        catchUpRule);
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
-    new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission)
+    CatchUpProbe probe = source == null ? null : new CatchUpProbe(source, catchUpRule, maxParallelism, own);
+    new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission, probe)
         .read(context.isRestored(), maxParallelism, own, union);
     // A fresh start reads its buckets from the source itself, the CDC source streaming from the
     // slot; without a source (tests), the stream alone feeds it and there is nothing to prove.

@@ -72,6 +72,13 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    * complete (kept across its retries: the ledger no longer knows them); null otherwise.
    */
   private Map<String, Long> heldBeforeLoad;
+  /**
+   * Why the catch-up loads, as decided before the restore read the fences, which it then read only
+   * where they have members; null if it read them all.
+   */
+  private String loadChosenAtRestore;
+  /** Reads the fences the restore left unread, before a rebuild, which needs every fence held; null once none is left. */
+  private SourceOfTruth.Action readLeftFences;
   /** Whether the coordinator has been told where this subtask needs the change stream from. */
   private boolean streamReported;
   /** Whether a read or load may begin: the slot is ready for it. */
@@ -104,6 +111,16 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   /** The catch-up's path and estimates, once a gap check has passed; null before. */
   CatchUpChoice.Decision decision() {
     return decision;
+  }
+
+  /**
+   * The restore read only the fences with members, since the catch-up will load the rest anew
+   * ({@code reason}): the catch-up loads, whatever the gap check estimates; a rebuild first runs
+   * {@code readThem}, since it merges into every fence held.
+   */
+  void fencesLeftUnread(String reason, SourceOfTruth.Action readThem) {
+    loadChosenAtRestore = reason;
+    readLeftFences = readThem;
   }
 
   /** A restored fence this release cannot read: the index is rebuilt without it. */
@@ -156,6 +173,10 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       return;
     }
     if (readiness.distrust() != null || readiness.loading()) {
+      if (readLeftFences != null) {
+        readLeftFences.run();
+        readLeftFences = null;
+      }
       streamFrom(0);
       recorder.enter(readiness.phase());
       for (String id : unreadable) {
@@ -175,6 +196,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
         // Set aside before the read: every fence then comes as into a fresh start's empty index,
         // not as a replacement of a restored one (about twice the cost each).
         ledger.clearFences();
+        // Those the restore left unread are set aside with them: none is left to read.
+        readLeftFences = null;
         LOG.info("Set aside the {} restored fences to load this subtask's buckets anew from the source", heldBeforeLoad.size());
       }
       read = SourceRead.ofAllBuckets();
@@ -292,6 +315,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       recorder.catchUpBacklog(readiness.catchUpBacklog());
       decision = CatchUpChoice.choose(catchUp.mode(), readiness.catchUpBacklog(), ledger.fences().liveCount(),
           verdict.target().fenceCount(), catchUp.parallelism(), catchUp.locationsReplayDowntime());
+      if (loadChosenAtRestore != null) {
+        // The fences without members were never read: only the load can bring them.
+        decision = new CatchUpChoice.Decision(CatchUp.LOAD, decision.replayMillis(), decision.readMillis(), decision.loadMillis(),
+            decision.path() == CatchUp.LOAD ? decision.reason() + "; decided before the restore read the fences"
+                : loadChosenAtRestore + ", decided before the restore read the fences (at the gap check: " + decision.reason() + ")");
+      }
       recorder.catchUp(decision);
       LOG.info("Gap check: {}; catching up to {} ({} fences in this subtask's buckets at the source, {} transactions of them since"
               + " the restored state){}; catch-up by {}: {}", verdict.result().reason(), Lsn.format(verdict.target().lsn()),

@@ -10,6 +10,7 @@ import dev.geofence.state.readiness.StreamPosition;
 import dev.geofence.state.segment.CoordinateArena;
 import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -18,7 +19,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.function.Function;
+import java.util.function.IntPredicate;
 import org.apache.flink.api.common.state.KeyedStateStore;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
@@ -195,7 +198,9 @@ public final class FenceIndexState implements LedgerStore, Membership {
   /** Per bucket: the fences in its segment, and the puts into its overlay since (a bound on the overlay's size). */
   private final int[] segmentSizes = new int[FenceBuckets.COUNT];
   private final int[] overlayPuts = new int[FenceBuckets.COUNT];
-  /** Per bucket, whether {@link #readFences} found a segment stored for it. */
+  /** Per bucket of this subtask, whether {@link #readFences} left it unread (and nothing has read or set it aside since). */
+  private final boolean[] unread = new boolean[FenceBuckets.COUNT];
+  /** Per bucket, whether {@link #readFences} found a segment stored for it (or left it unread, not knowing). */
   private final boolean[] restoredSegment = new boolean[FenceBuckets.COUNT];
   private long segmentsRewritten;
   private final MapState<String, Long> members;
@@ -270,48 +275,26 @@ public final class FenceIndexState implements LedgerStore, Membership {
   // ---- restore -------------------------------------------------------------------------------------
 
   /**
-   * Reads the stored version of every fence in the buckets of these key groups (each bucket's
-   * segment, then its overlay), then moves fences of the per-fence layout into their buckets' maps
-   * (once; the next checkpoint carries the move) and reads them too.
+   * Reads the stored version of every fence in the buckets of these key groups that {@code read}
+   * accepts (each bucket's segment, then its overlay), then moves fences of the per-fence layout
+   * into their buckets' maps (once; the next checkpoint carries the move) and reads them too. The
+   * buckets left unread stay as stored until {@link #readLeftFences} reads them or {@link
+   * #clearFences} sets them aside.
    */
-  public void readFences(int maxParallelism, KeyGroupRange keyGroups, Restored restored) throws Exception {
+  public void readFences(int maxParallelism, KeyGroupRange keyGroups, IntPredicate read, Restored restored) throws Exception {
     for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
       ownBuckets[bucket] = FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup());
-    }
-    // One arena for all the subtask's segments: their coordinates in a few big chunks.
-    CoordinateArena arena = new CoordinateArena();
-    // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
-    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile.
-    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
-      if (ownBuckets[bucket]) {
+      unread[bucket] = ownBuckets[bucket] && !read.test(bucket);
+      if (unread[bucket]) {
+        // What the bucket stores is not known: a load's fences go into its overlay, and setting
+        // it aside clears the overlay unless it is known to be empty.
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
-        byte[] bytes = segment.value();
-        restoredSegment[bucket] = bytes != null;
-        if (bytes != null) {
-          FenceSegment read = null;
-          try {
-            read = FenceSegment.read(bytes, arena);
-          } catch (IllegalArgumentException unreadable) {
-            segment.clear();
-            restored.unreadableSegment(bucket, unreadable.getMessage());
-          }
-          if (read != null) {
-            segmentSizes[bucket] = read.size();
-            restored.segment(bucket, read);
-          }
-        }
+        restoredSegment[bucket] = true;
         Integer puts = overlayPutsState.value();
-        if (puts != null && puts == 0) {
-          continue;
-        }
-        int entries = 0;
-        for (Map.Entry<String, StoredFence> stored : fences.entries()) {
-          entries++;
-          restored.fence(bucket, stored.getKey(), stored.getValue());
-        }
-        overlayPuts[bucket] = puts == null ? entries : puts;
+        overlayPuts[bucket] = puts == null ? 1 : puts;
       }
     }
+    readBuckets(b -> ownBuckets[b] && !unread[b], restored);
     Map<String, StoredFence> legacy = new HashMap<>();
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, new ValueStateDescriptor<>(FENCE_STATE, fenceSerializer),
         (FenceKey key, ValueState<StoredFence> state) -> legacy.put(key.id, state.value()));
@@ -324,6 +307,77 @@ public final class FenceIndexState implements LedgerStore, Membership {
       }
       restored.fence(FenceBuckets.of(stored.getKey()), stored.getKey(), stored.getValue());
     }
+  }
+
+  /** Reads the fences of the buckets {@link #readFences} left unread; returns how many buckets. */
+  public int readLeftFences(Restored restored) throws Exception {
+    int left = 0;
+    for (boolean u : unread) {
+      left += u ? 1 : 0;
+    }
+    FenceKey key = backend.getCurrentKey();
+    readBuckets(b -> unread[b], restored);
+    Arrays.fill(unread, false);
+    if (key != null) {
+      backend.setCurrentKey(key);
+    }
+    return left;
+  }
+
+  private void readBuckets(IntPredicate which, Restored restored) throws Exception {
+    // One arena for all the subtask's segments: their coordinates in a few big chunks.
+    CoordinateArena arena = new CoordinateArena();
+    // Bucket by bucket, as their keys are known: Flink's applyToAllKeys would first find the keys
+    // by a pass over every fence on RocksDB, a fifth of the reading's CPU in a profile.
+    for (int bucket = 0; bucket < FenceBuckets.COUNT; bucket++) {
+      if (!which.test(bucket)) {
+        continue;
+      }
+      backend.setCurrentKey(FenceKey.ofBucket(bucket));
+      byte[] bytes = segment.value();
+      restoredSegment[bucket] = bytes != null;
+      if (bytes != null) {
+        FenceSegment read = null;
+        try {
+          read = FenceSegment.read(bytes, arena);
+        } catch (IllegalArgumentException unreadable) {
+          segment.clear();
+          restored.unreadableSegment(bucket, unreadable.getMessage());
+        }
+        if (read != null) {
+          segmentSizes[bucket] = read.size();
+          restored.segment(bucket, read);
+        }
+      }
+      Integer puts = overlayPutsState.value();
+      if (puts != null && puts == 0) {
+        continue;
+      }
+      int entries = 0;
+      for (Map.Entry<String, StoredFence> stored : fences.entries()) {
+        entries++;
+        restored.fence(bucket, stored.getKey(), stored.getValue());
+      }
+      overlayPuts[bucket] = puts == null ? entries : puts;
+    }
+  }
+
+  /** Each bucket's stored fingerprint, to {@code out}. */
+  public void readFingerprints(Consumer<BucketFingerprint> out) throws Exception {
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, fingerprintStateDescriptor(),
+        (FenceKey key, ValueState<BucketFingerprint> state) -> out.accept(state.value()));
+  }
+
+  /** The fences that have members: whose stored version a catch-up's load needs even if it reads no other. */
+  public Set<String> fencesWithMembers() throws Exception {
+    Set<String> ids = new HashSet<>();
+    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, membersStateDescriptor(),
+        (FenceKey key, MapState<String, Long> state) -> {
+          if (!state.isEmpty()) {
+            ids.add(key.id);
+          }
+        });
+    return ids;
   }
 
   /**
@@ -350,8 +404,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
         position.update(positionOf(change));
       }
     }
-    backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, fingerprintStateDescriptor(),
-        (FenceKey key, ValueState<BucketFingerprint> state) -> restored.fingerprint(state.value()));
+    readFingerprints(restored::fingerprint);
     backend.applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, positionStateDescriptor(),
         (FenceKey key, ValueState<StreamPosition> state) -> restored.position(state.value()));
     // The history before the members: whether a restored stay may still DWELL can depend on a
@@ -474,6 +527,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
         overlayPutsState.clear();
         segmentSizes[bucket] = 0;
         overlayPuts[bucket] = 0;
+        unread[bucket] = false;
       }
     }
     if (key != null) {

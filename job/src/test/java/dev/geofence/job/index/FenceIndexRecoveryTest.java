@@ -37,10 +37,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntPredicate;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
@@ -51,6 +55,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.locationtech.jts.io.WKBWriter;
 import org.locationtech.jts.io.WKTReader;
 
@@ -363,6 +368,8 @@ class FenceIndexRecoveryTest {
       try (var harness = harness(operator)) {
         harness.initializeState(snapshot);
         harness.open();
+        assertThat(operator.view().fences().liveCount()).as("every restored fence read, or for a load only those of buckets"
+            + " with members").isEqualTo(path == CatchUp.READ ? 50 : inBucketsOf(50, i -> i % 2 == 0));
         // The gap check's verdict waits in the mailbox; the source goes before the read can begin.
         Waiting.until("the gap check's verdict", Duration.ofMinutes(1), () -> harness.getTaskMailbox().hasMail());
         pg.close();
@@ -400,6 +407,7 @@ class FenceIndexRecoveryTest {
         HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
         assertThat(last.catchupPath).isEqualTo(path.label());
         assertThat(last.catchupReason).contains("forced");
+        assertThat(last.catchupReason.contains("decided before the restore read the fences")).isEqualTo(path == CatchUp.LOAD);
         assertThat(last.catchupLoadEstimateMs).isNotNull();
         assertThat(last.catchupBacklog).as("ten transactions, each of one bucket").isEqualTo(10);
         assertThat(last.catchupReplayEstimateMs).isNotNull();
@@ -416,6 +424,99 @@ class FenceIndexRecoveryTest {
     } finally {
       pg.close();
     }
+  }
+
+  /**
+   * A backlog that makes the load the cheapest, seen before the restore reads the fences (the job's
+   * choice, locations not replayed): the restore reads only the buckets of fences with members, the
+   * load brings the rest. With the slot there, the catch-up loads and the deleted fence with a
+   * member EXITs it; without, the gap check fails and the rebuild first reads the fences the
+   * restore left unread, so that one the source has no row of at all (its tombstone pruned) is
+   * gone from the stored state too.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void aLoadChosenBeforeTheRestoreReadsOnlyTheFencesWithMembers(boolean slotKept, @TempDir Path dir) throws Exception {
+    int port = freePort();
+    // A fence without members in a bucket of none with members: the restore leaves it unread.
+    Set<Integer> memberBuckets = IntStream.range(0, 5).mapToObj(i -> FenceBuckets.of("fence-" + i)).collect(Collectors.toSet());
+    String unread = IntStream.range(5, 600).mapToObj(i -> "fence-" + i).filter(id -> !memberBuckets.contains(FenceBuckets.of(id)))
+        .findFirst().orElseThrow();
+    try (EmbeddedPostgres pg = postgres(port, dir.resolve("pg"))) {
+      OperatorSubtaskState snapshot;
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+          for (int i = 0; i < 600; i++) {
+            insert.setString(1, "fence-" + i);
+            insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i < 5 ? SQUARE : FAR_SQUARE)));
+            insert.execute();
+          }
+        }
+        try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
+          harness.open();
+          dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
+              change -> {
+                try {
+                  harness.processElement1(change, 0);
+                } catch (Exception e) {
+                  throw new AssertionError(e);
+                }
+              });
+          heartbeat(harness, 1, 10);
+          harness.processElement2(location("o1", 20, 5, 5), 20);
+          harness.processBothWatermarks(new Watermark(30));
+          assertThat(triggers(harness)).as("o1 inside the first five fences").hasSize(5);
+          snapshot = harness.snapshot(1, 30);
+        }
+        if (slotKept) {
+          s.execute("SELECT pg_create_logical_replication_slot('slot_probe', 'pgoutput')");
+        }
+        // Every fence edited ten times: the replay would cost far more than loading them.
+        for (int i = 0; i < 10; i++) {
+          s.execute("UPDATE fences SET geom = geom");
+        }
+        s.execute("DELETE FROM fences WHERE id IN ('fence-0', '" + unread + "')");
+        // Its tombstone pruned too: the source has no row of it at all.
+        s.execute("DELETE FROM fence_tombstones WHERE id = '" + unread + "'");
+      }
+
+      FenceIndexOperator operator = operator(port, "slot_probe").catchingUp(CatchUp.AUTO, false);
+      Told told = told(operator);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(operator.view().fences().liveCount()).as("only the fences of buckets with members read")
+            .isEqualTo(inBucketsOf(600, i -> i < 5));
+        if (slotKept) {
+          slotReady(harness, operator, told);
+          advanceUntil(harness, () -> !operator.view().recovering() && operator.view().fences().seqOf("fence-1") == 11, "the load");
+          HydrationEpisode last = episodes(harness).get(episodes(harness).size() - 1);
+          assertThat(last.catchupPath).isEqualTo(CatchUp.LOAD.label());
+          assertThat(last.catchupReason).contains("load is the cheapest").contains("decided before the restore read the fences");
+        } else {
+          advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> e.gapCheck == GapCheck.GAP)
+              && !operator.view().recovering() && operator.view().fences().seqOf("fence-1") == 11, "the rebuild");
+        }
+        assertThat(heldSeqs(operator)).as("the fences and seqs held, against the source's").isEqualTo(sourceSeqs(pg));
+        assertThat(triggers(harness).stream().map(t -> t.kind + " " + t.fenceId)).as("the delete EXITs its member")
+            .containsExactly("EXIT fence-0");
+        // What the keyed state holds now, read back: the source's fences, none of those left unread.
+        OperatorSubtaskState after = harness.snapshot(2, 40);
+        FenceIndexOperator reread = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB);
+        try (var again = harness(reread)) {
+          again.initializeState(after);
+          again.open();
+          assertThat(heldSeqs(reread)).as("the fences and seqs stored").isEqualTo(sourceSeqs(pg));
+        }
+      }
+    }
+  }
+
+  /** How many of {@code fence-0 .. fence-(n-1)} share a bucket with one of those {@code members} accepts. */
+  private static long inBucketsOf(int n, IntPredicate members) {
+    Set<Integer> buckets = IntStream.range(0, n).filter(members).mapToObj(i -> FenceBuckets.of("fence-" + i)).collect(Collectors.toSet());
+    return IntStream.range(0, n).filter(i -> buckets.contains(FenceBuckets.of("fence-" + i))).count();
   }
 
   /**

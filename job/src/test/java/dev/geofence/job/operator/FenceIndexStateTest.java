@@ -149,8 +149,9 @@ class FenceIndexStateTest {
 
   /**
    * Written by one subtask (in the current layout, or in the layout of releases before the bucket
-   * maps), restored as two: every fence is read exactly once, by the subtask whose key groups hold
-   * its bucket, and everything else a key held is read once too.
+   * maps), restored as two, each reading half its buckets and then those left: every fence is read
+   * exactly once, by the subtask whose key groups hold its bucket, and everything else a key held
+   * is read once too.
    */
   @ParameterizedTest
   @ValueSource(strings = {"hashmap/current", "rocksdb/current", "hashmap/segments", "rocksdb/segments", "hashmap/previous",
@@ -180,6 +181,7 @@ class FenceIndexStateTest {
     List<String> members = new ArrayList<>();
     List<String> versions = new ArrayList<>();
     List<Integer> fingerprints = new ArrayList<>();
+    Set<String> withMembers = new HashSet<>();
     int moved = 0;
     for (int subtask = 0; subtask < 2; subtask++) {
       try (var harness = harness(2, subtask, backend, false)) {
@@ -217,7 +219,15 @@ class FenceIndexStateTest {
             versions.add(fenceId + "@" + until);
           }
         };
-        state.readFences(128, own, reading);
+        withMembers.addAll(state.fencesWithMembers());
+        // Half the buckets first, as a restore that sees a load coming does, then the rest.
+        Set<String> before = new HashSet<>(read.keySet());
+        state.readFences(128, own, bucket -> bucket % 2 == 0, reading);
+        if (!previousLayout) {
+          assertThat(read.keySet()).filteredOn(id -> !before.contains(id)).as("only the buckets asked for")
+              .allMatch(id -> FenceBuckets.of(id) % 2 == 0);
+        }
+        state.readLeftFences(reading);
         moved += state.movedFromPerFenceLayout();
         state.readTheRest(reading, change -> {
           throw new AssertionError("no queued change");
@@ -227,6 +237,7 @@ class FenceIndexStateTest {
     assertThat(read).isEqualTo(written);
     assertThat(moved).as("fences moved from the per-fence layout").isEqualTo(previousLayout ? 200 : 0);
     assertThat(members).hasSize(200).doesNotHaveDuplicates();
+    assertThat(withMembers).as("the fences with members").isEqualTo(written.keySet());
     assertThat(versions).hasSize(200).doesNotHaveDuplicates();
     assertThat(fingerprints).doesNotHaveDuplicates()
         .containsExactlyInAnyOrderElementsOf(written.keySet().stream().map(FenceBuckets::of).distinct().toList());
@@ -287,7 +298,7 @@ class FenceIndexStateTest {
     try (var harness = harness(1, 0, backend, false)) {
       harness.initializeState(snapshot);
       Map<String, Long> read = new HashMap<>();
-      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), b -> true, new Reading() {
         @Override
         public void segment(int b, FenceSegment segment) {
           for (int i = 0; i < segment.size(); i++) {
@@ -370,7 +381,7 @@ class FenceIndexStateTest {
       harness.initializeState(snapshot);
       List<String> order = new ArrayList<>();
       Map<String, Long> versions = new HashMap<>();
-      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), b -> true, new Reading() {
         @Override
         public void segment(int b, FenceSegment segment) {
           order.add("segment " + b + " of " + segment.size());
@@ -431,7 +442,7 @@ class FenceIndexStateTest {
       harness.initializeState(snapshot);
       List<String> reasons = new ArrayList<>();
       List<String> read = new ArrayList<>();
-      state(harness).readFences(128, KeyGroupRange.of(0, 127), new Reading() {
+      state(harness).readFences(128, KeyGroupRange.of(0, 127), b -> true, new Reading() {
         @Override
         public void segment(int b, FenceSegment segment) {
           read.add("segment " + b);

@@ -62,12 +62,22 @@ public final class BucketVersions {
       throw new IllegalArgumentException("one version per bucket, " + FenceBuckets.COUNT + ", got " + versions.length);
     }
     target = versions.clone();
-    backlog = 0;
+    backlog = backlogTo(versions);
+  }
+
+  /**
+   * The transactions between the versions read here and {@code versions} (one per transaction and
+   * bucket; a bucket without a version on either side counts none), as {@link #backlog()} counts
+   * them, without setting a target.
+   */
+  public long backlogTo(long[] versions) {
+    long transactions = 0;
     for (int b = 0; b < FenceBuckets.COUNT; b++) {
       if (versions[b] >= 0 && read[b] >= 0) {
-        backlog += Math.max(0, versions[b] - read[b]);
+        transactions += Math.max(0, versions[b] - read[b]);
       }
     }
+    return transactions;
   }
 
   /**

@@ -126,6 +126,11 @@ public final class Readiness {
     return versions.backlog();
   }
 
+  /** The transactions (per bucket) between the versions known here and {@code versions}, one per bucket (-1: not asked for). */
+  public long backlogTo(long[] versions) {
+    return this.versions.backlogTo(versions);
+  }
+
   /**
    * The stream lost edits, or the restored index cannot be trusted: nothing is ready until {@link
    * #rebuilt}.
