@@ -226,6 +226,10 @@ final class StreamStart implements AutoCloseable {
       LOG.warn("Could not drop the slot {} to create it anew before the fence index's reads ({}): they begin, and the slot is moved"
           + " after them", source.slotName(), e.getMessage());
       return;
+    } catch (InterruptedException closed) {
+      // The coordinator closes (the job stops or fails over): the slot stays as it was.
+      Thread.currentThread().interrupt();
+      return;
     }
     // Named, as only the servers that have them know them (two_phase from PostgreSQL 14, failover 17).
     String create = "SELECT lsn::text FROM pg_create_logical_replication_slot(?, ?" + (slot.twoPhase() ? ", twophase => true" : "")
@@ -258,7 +262,7 @@ final class StreamStart implements AutoCloseable {
    * still running then, or null. A transaction holds the lock on its own id until it ends ({@code
    * pg_locks}, which every role may read, unlike other roles' {@code pg_stat_activity} rows).
    */
-  private String stillRunning(Connection db) throws SQLException {
+  private String stillRunning(Connection db) throws SQLException, InterruptedException {
     long deadline = System.nanoTime() + runningWait.toNanos();
     String running = "SELECT %s FROM pg_locks WHERE locktype = 'transactionid' AND mode = 'ExclusiveLock'";
     Array ids;
@@ -279,12 +283,7 @@ final class StreamStart implements AutoCloseable {
             return id;
           }
         }
-        try {
-          Thread.sleep(RUNNING_POLL_MS);
-        } catch (InterruptedException closed) {
-          Thread.currentThread().interrupt();
-          return "(the wait was interrupted)";
-        }
+        Thread.sleep(RUNNING_POLL_MS);
       }
     }
   }

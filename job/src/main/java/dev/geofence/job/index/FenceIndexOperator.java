@@ -40,6 +40,7 @@ import org.apache.flink.runtime.operators.coordination.OperatorEventHandler;
 import org.apache.flink.runtime.state.CheckpointStreamFactory;
 import org.apache.flink.runtime.state.CheckpointableKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
@@ -127,6 +128,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient WarmUp warmUp;
   private transient HydrationRecorder recorder;
   private transient HoldReport hold;
+  /** What the source says a catch-up would face, asked for as the restore begins; null without a source. */
+  private transient CatchUpProbe probe;
   /** The coordinator, or null without one (tests). */
   private transient OperatorEventGateway coordinator;
   private transient long installedAt;
@@ -232,11 +235,20 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
   // ---- start and restore ---------------------------------------------------------------------------
 
-  /** Notes when this subtask began to warm up: the state backend restores its state before the next call. */
+  /**
+   * Notes when this subtask began to warm up, and asks the source what a catch-up would face
+   * ({@link CatchUpProbe}) while the state backend restores its state, before the next call.
+   */
   @Override
   public void initializeState(StreamTaskStateInitializer initializer) throws Exception {
     emittedWatermark = Long.MIN_VALUE;
     installedAt = System.currentTimeMillis();
+    int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
+    int parallelism = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
+    int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    probe = source == null ? null : CatchUpProbe.ask(source, catchUp, parallelism, locationsReplayDowntime, maxParallelism,
+        KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(maxParallelism, parallelism, subtask),
+        "fence-catch-up-probe-" + subtask);
     super.initializeState(initializer);
   }
 
@@ -264,14 +276,11 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
     locations = new LocationPath(clock, readiness, admission, evaluation, ledger, hold, recorder::update,
         own.getStartKeyGroup(), own.getEndKeyGroup());
-    WarmUp.CatchUpRule catchUpRule = new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime,
-        getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(), admission::readAt, this::reading, this::streamFrom,
-        coordinator != null);
     warmUp = new WarmUp(readiness, recorder, ledger, decoder, getProcessingTimeService(),
         source == null ? GeofenceOptions.HEARTBEAT_INTERVAL.defaultValue() : source.heartbeatInterval(), locations::releaseIfDue,
-        catchUpRule);
+        new WarmUp.CatchUpRule(catchUp, locationsReplayDowntime, getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
+            admission::readAt, this::reading, this::streamFrom, coordinator != null));
     // Starting fresh and restoring share this path: on a fresh start there is nothing to read.
-    CatchUpProbe probe = source == null ? null : new CatchUpProbe(source, catchUpRule, maxParallelism, own);
     new StateRestore(keyed, ledger, readiness, clock, evaluation, warmUp, recorder, decoder, admission, probe)
         .read(context.isRestored(), maxParallelism, own, union);
     // A fresh start reads its buckets from the source itself, the CDC source streaming from the
