@@ -318,30 +318,7 @@ class FenceIndexRecoveryTest {
     try {
       OperatorSubtaskState snapshot;
       try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
-        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-          for (int i = 0; i < 50; i++) {
-            insert.setString(1, "fence-" + i);
-            insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i % 2 == 0 ? SQUARE : FAR_SQUARE)));
-            insert.execute();
-          }
-        }
-        try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
-          harness.open();
-          dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
-              change -> {
-                try {
-                  harness.processElement1(change, 0);
-                } catch (Exception e) {
-                  throw new AssertionError(e);
-                }
-              });
-          heartbeat(harness, 1, 10);
-          harness.processElement2(location("o1", 20, 5, 5), 20);
-          harness.processBothWatermarks(new Watermark(30));
-          assertThat(triggers(harness)).as("o1 inside every even fence").hasSize(25);
-          snapshot = harness.snapshot(1, 30);
-        }
+        snapshot = stateWithAnObjectInside(db, 50, i -> i % 2 == 0);
         s.execute("SELECT pg_create_logical_replication_slot('slot_read', 'pgoutput')");
         byte[] far = new WKBWriter().write(new WKTReader().read(FAR_SQUARE));
         try (PreparedStatement reshape = db.prepareStatement("UPDATE fences SET geom = ? WHERE id = 'fence-2'")) {
@@ -445,30 +422,7 @@ class FenceIndexRecoveryTest {
     try (EmbeddedPostgres pg = postgres(port, dir.resolve("pg"))) {
       OperatorSubtaskState snapshot;
       try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
-        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-        try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-          for (int i = 0; i < 600; i++) {
-            insert.setString(1, "fence-" + i);
-            insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i < 5 ? SQUARE : FAR_SQUARE)));
-            insert.execute();
-          }
-        }
-        try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
-          harness.open();
-          dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
-              change -> {
-                try {
-                  harness.processElement1(change, 0);
-                } catch (Exception e) {
-                  throw new AssertionError(e);
-                }
-              });
-          heartbeat(harness, 1, 10);
-          harness.processElement2(location("o1", 20, 5, 5), 20);
-          harness.processBothWatermarks(new Watermark(30));
-          assertThat(triggers(harness)).as("o1 inside the first five fences").hasSize(5);
-          snapshot = harness.snapshot(1, 30);
-        }
+        snapshot = stateWithAnObjectInside(db, 600, i -> i < 5);
         if (slotKept) {
           s.execute("SELECT pg_create_logical_replication_slot('slot_probe', 'pgoutput')");
         }
@@ -510,6 +464,38 @@ class FenceIndexRecoveryTest {
           assertThat(heldSeqs(reread)).as("the fences and seqs stored").isEqualTo(sourceSeqs(pg));
         }
       }
+    }
+  }
+
+  /**
+   * The state of a job that read fences {@code fence-0 .. fence-(n-1)} (those {@code inside}
+   * accepts around the point (5, 5), the rest far away) from the source it writes them to, streamed
+   * up to position 1, and saw object o1 at (5, 5): o1 is their member.
+   */
+  private static OperatorSubtaskState stateWithAnObjectInside(Connection db, int n, IntPredicate inside) throws Exception {
+    Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+    try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+      for (int i = 0; i < n; i++) {
+        insert.setString(1, "fence-" + i);
+        insert.setBytes(2, new WKBWriter().write(new WKTReader().read(inside.test(i) ? SQUARE : FAR_SQUARE)));
+        insert.execute();
+      }
+    }
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
+      harness.open();
+      dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
+          change -> {
+            try {
+              harness.processElement1(change, 0);
+            } catch (Exception e) {
+              throw new AssertionError(e);
+            }
+          });
+      heartbeat(harness, 1, 10);
+      harness.processElement2(location("o1", 20, 5, 5), 20);
+      harness.processBothWatermarks(new Watermark(30));
+      assertThat(triggers(harness)).as("o1 inside the fences placed around it").hasSize((int) IntStream.range(0, n).filter(inside).count());
+      return harness.snapshot(1, 30);
     }
   }
 
