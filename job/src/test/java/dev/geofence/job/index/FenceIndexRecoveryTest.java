@@ -226,33 +226,9 @@ class FenceIndexRecoveryTest {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
         Connection db = pg.getPostgresDatabase().getConnection();
         Statement s = db.createStatement()) {
-      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-        for (int i = 0; i < 50; i++) {
-          insert.setString(1, "fence-" + i);
-          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(i % 2 == 0 ? SQUARE : FAR_SQUARE)));
-          insert.execute();
-        }
-      }
-      // The state of a job that had read the source up to LSN 1: everything, by a consistent read.
-      OperatorSubtaskState snapshot;
-      try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
-        harness.open();
-        dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
-            change -> {
-              try {
-                harness.processElement1(change, 0);
-              } catch (Exception e) {
-                throw new AssertionError(e);
-              }
-            });
-        heartbeat(harness, 1, 10);
-        // o1 is inside every even fence (the squares at 0..10).
-        harness.processElement2(location("o1", 20, 5, 5), 20);
-        harness.processBothWatermarks(new Watermark(30));
-        assertThat(triggers(harness)).hasSize(25);
-        snapshot = harness.snapshot(1, 30);
-      }
+      // The state of a job that had read the source up to LSN 1: everything, by a consistent read;
+      // o1 is inside every even fence (the squares at 0..10).
+      OperatorSubtaskState snapshot = stateWithAnObjectInside(db, 50, i -> i % 2 == 0);
       s.execute("SELECT pg_create_logical_replication_slot('slot_ahead', 'pgoutput')");
 
       FenceIndexOperator proven = new FenceIndexOperator(
