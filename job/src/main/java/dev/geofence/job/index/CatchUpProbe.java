@@ -19,9 +19,9 @@ import org.slf4j.LoggerFactory;
  * Before a restore reads its fences: whether the catch-up will load them anew (design: "Chosen
  * before the fences are read"), in which case reading them would be wasted, since the load sets
  * them aside. It estimates as the gap check will ({@link CatchUpChoice}), from the restored bucket
- * versions and the source's, asked for on a thread of its own as soon as the subtask starts, so
- * that the question (and loading the database driver) runs while Flink restores the state's
- * files. A load forced by the configuration needs no question. A source that does not answer by
+ * versions and the source's, asked for on a thread of its own as soon as a restoring subtask
+ * starts, so that the question (and loading the database driver) runs while Flink restores the
+ * state's files; a fresh start asks nothing. A load forced by the configuration needs no question. A source that does not answer by
  * the time the fences are to be read leaves the choice to the gap check, and every fence is read.
  */
 final class CatchUpProbe {

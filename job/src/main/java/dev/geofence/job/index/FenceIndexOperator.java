@@ -246,7 +246,10 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
     int parallelism = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
     int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-    probe = source == null ? null : CatchUpProbe.ask(source, catchUp, parallelism, locationsReplayDowntime, maxParallelism,
+    // Only a restore has fences to leave unread: a fresh start asks the source nothing here. Flink
+    // restores this operator's state if and only if the prioritized state it is handed says so.
+    boolean restoring = getContainingTask().getEnvironment().getTaskStateManager().prioritizedOperatorState(getOperatorID()).isRestored();
+    probe = source == null || !restoring ? null : CatchUpProbe.ask(source, catchUp, parallelism, locationsReplayDowntime, maxParallelism,
         KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(maxParallelism, parallelism, subtask),
         "fence-catch-up-probe-" + subtask);
     super.initializeState(initializer);
