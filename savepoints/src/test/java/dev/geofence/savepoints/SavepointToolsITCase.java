@@ -35,6 +35,8 @@ class SavepointToolsITCase extends EndToEndFixture {
     placeFences(0, 60);
     JobClient job = start(2, "rocksdb");
     moveObjects();
+    // Evaluated before the deletes, as the oracle has them (FlinkSqlITCase says why).
+    awaitEvaluated();
     deleteFences(50, 60);
     assertTriggersAsOracle();
     String savepoint = stopWithSavepoint(job);
