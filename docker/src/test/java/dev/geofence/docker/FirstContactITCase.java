@@ -186,7 +186,8 @@ class FirstContactITCase {
         .containsPattern(SAVEPOINT_LINE.pattern()).doesNotContain("Exception in thread");
     assertThat(postgresProcessesOn(work)).as("PostgreSQL processes left behind").isEmpty();
     // A probe is a JVM start (a second or two), and 2,000 fences load in less: whether one lands
-    // inside a load phase is chance (CI caught only "deploying" then "ready" once). What the user
+    // inside a load phase is chance (with one prober, a run alone once saw none), which the two
+    // probers half a round apart make likelier. What the user
     // must see is exit 1 naming each subtask's state before ready; ReadinessProbeTest holds the
     // load phases' words, against an operator whose gauges stay in each phase until told.
     Set<String> phases = Arrays.stream(LoadPhase.values()).map(LoadPhase::toString).collect(Collectors.toSet());
@@ -384,11 +385,17 @@ class FirstContactITCase {
     }
   }
 
-  /** {@code ready} asked every few hundred milliseconds, as a readiness probe asks, until exit 0. */
-  private final class Probes extends Thread {
+  /**
+   * {@code ready} asked every few hundred milliseconds, as a readiness probe asks, until exit 0: by
+   * two probers, the second half a round behind the first, since each answer costs a JVM start and
+   * the demo's index loads in about as long (two kubelets' worth, so that one lands in a load phase
+   * more often than by chance).
+   */
+  private final class Probes {
     private final User user;
     private final Path jar;
     private final String restUrl;
+    private final List<Thread> probers = new ArrayList<>();
     private volatile boolean ready;
     private volatile Throwable failure;
 
@@ -396,21 +403,28 @@ class FirstContactITCase {
       this.user = user;
       this.jar = jar;
       this.restUrl = restUrl;
-      setDaemon(true);
     }
 
-    @Override
-    public void run() {
+    void start() {
+      for (long delay : new long[] {0, 1_000}) {
+        Thread prober = new Thread(() -> probe(delay), "ready-prober-" + delay);
+        prober.setDaemon(true);
+        probers.add(prober);
+        prober.start();
+      }
+    }
+
+    private void probe(long delay) {
       try {
+        Thread.sleep(delay);
         while (!ready) {
           Result r = user.run(List.of("java", "-jar", jar.toString(), "ready", "--rest-url", restUrl, "--timeout", "2s"));
           assertThat(r.status).as("exit status of ready: %s%s", r.out, r.err).isIn(0, 1);
           assertThat(r.out).as("ready prints one line").hasLineCount(1);
           phasesSeen.add(r.out.strip());
-          ready = r.status == 0;
-          assertThat(r.out).startsWith(ready ? "ready: 2 of 2 subtasks, " : "not ready: ");
+          assertThat(r.out).startsWith(r.status == 0 ? "ready: 2 of 2 subtasks, " : "not ready: ");
+          ready |= r.status == 0;
           Thread.sleep(500); // the probe's period: what is tested is ready asked as a kubelet asks it
-
         }
       } catch (Throwable e) {
         failure = e;
@@ -418,7 +432,10 @@ class FirstContactITCase {
     }
 
     void awaitReady(int seconds) throws Exception {
-      join(seconds * 1000L);
+      long until = System.currentTimeMillis() + seconds * 1000L;
+      for (Thread prober : probers) {
+        prober.join(Math.max(1, until - System.currentTimeMillis()));
+      }
       if (failure != null) {
         throw new AssertionError("a ready probe failed", failure);
       }
