@@ -21,8 +21,9 @@ import org.slf4j.LoggerFactory;
  * them aside. It estimates as the gap check will ({@link CatchUpChoice}), from the restored bucket
  * versions and the source's, asked for on a thread of its own as soon as a restoring subtask
  * starts, so that the question (and loading the database driver) runs while Flink restores the
- * state's files; a fresh start asks nothing. A load forced by the configuration needs no question. A source that does not answer by
- * the time the fences are to be read leaves the choice to the gap check, and every fence is read.
+ * state's files; a fresh start asks nothing. A load forced by the configuration needs no
+ * question. A source that does not answer by the time the fences are to be read leaves the choice
+ * to the gap check, and every fence is read.
  */
 final class CatchUpProbe {
 
@@ -75,7 +76,7 @@ final class CatchUpProbe {
    */
   String loads(Readiness readiness, long fences) throws InterruptedException {
     if (mode != CatchUp.AUTO) {
-      return mode == CatchUp.LOAD ? CatchUp.LOAD.label() + " forced by the configuration" : null;
+      return mode == CatchUp.LOAD ? CatchUpChoice.forced(mode) : null;
     }
     SlotProbe.BucketStats source;
     try {

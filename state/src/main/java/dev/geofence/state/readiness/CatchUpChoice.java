@@ -70,13 +70,18 @@ public final class CatchUpChoice {
     String estimates = "replay estimated at " + replay + " ms, read at " + read + " ms, load at " + load + " ms";
     CatchUp cheapest = replay <= read && replay <= load ? CatchUp.REPLAY : read <= load ? CatchUp.READ : CatchUp.LOAD;
     return switch (mode) {
-      case REPLAY, READ, LOAD -> new Decision(mode, replay, read, load, mode.label() + " forced by the configuration; " + estimates);
+      case REPLAY, READ, LOAD -> new Decision(mode, replay, read, load, forced(mode) + "; " + estimates);
       case AUTO -> cheapest == CatchUp.REPLAY ? new Decision(CatchUp.REPLAY, replay, read, load, "replay is the cheapest: " + estimates)
           : locationsReplayDowntime ? new Decision(CatchUp.REPLAY, replay, read, load, "replay, though the " + cheapest.label()
               + " is the cheapest (" + estimates + "), since the location source resumes from its restored position and a "
               + cheapest.label() + " would make the locations older than it dead letters")
           : new Decision(cheapest, replay, read, load, cheapest.label() + " is the cheapest: " + estimates);
     };
+  }
+
+  /** Why a path the configuration forces is taken, as the log and {@code hydration_history} say it. */
+  public static String forced(CatchUp mode) {
+    return mode.label() + " forced by the configuration";
   }
 
   /**
