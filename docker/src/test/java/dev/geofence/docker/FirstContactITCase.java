@@ -187,9 +187,9 @@ class FirstContactITCase {
     assertThat(postgresProcessesOn(work)).as("PostgreSQL processes left behind").isEmpty();
     // A probe is a JVM start (a second or two), and 2,000 fences load in less: whether one lands
     // inside a load phase is chance (with one prober, a run alone once saw none), which the two
-    // probers half a round apart make likelier. What the user
-    // must see is exit 1 naming each subtask's state before ready; ReadinessProbeTest holds the
-    // load phases' words, against an operator whose gauges stay in each phase until told.
+    // probers half a round apart make likelier. What the user must see is exit 1 naming each
+    // subtask's state before ready; ReadinessProbeTest holds the load phases' words, against an
+    // operator whose gauges stay in each phase until told.
     Set<String> phases = Arrays.stream(LoadPhase.values()).map(LoadPhase::toString).collect(Collectors.toSet());
     phases.addAll(List.of("initializing", "deploying", "scheduled", "created"));
     assertThat(phasesSeen).as("ready answered exit 1 naming a subtask's state before the index was ready, in one of the runs")
