@@ -29,7 +29,9 @@ import java.time.LocalTime;
 import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -374,13 +376,14 @@ final class Demo {
   }
 
   /**
-   * Prints the triggers emitted since {@code since}: up to five a second of those locations decide,
-   * and up to five of the others (a fence's delete, a DWELL, a silence), which are rarer and would
-   * drown among them.
+   * Prints the triggers emitted since {@code since}: up to five a second of each cause (a location,
+   * a fence's delete, a DWELL, a silence), so that the rarer ones neither drown among those
+   * locations decide nor crowd each other out (the silent objects fall silent together, as the
+   * parking ones DWELL together).
    */
   private static Timestamp tail(Connection db, Timestamp since, PrintStream out) throws Exception {
     Timestamp last = since;
-    int[] shown = new int[2];
+    Map<String, Integer> shown = new HashMap<>();
     int more = 0;
     // A DWELL's delay is the fence's own where it has one: read from the fences table as a user would.
     try (PreparedStatement s = db.prepareStatement("SELECT emitted_at, kind, object_id, fence_id, event_time, lon, lat, cause,"
@@ -392,7 +395,7 @@ final class Demo {
           last = r.getTimestamp(1);
           String cause = r.getString(8);
           boolean byLocation = r.getObject(6) != null;
-          if (shown[byLocation ? 0 : 1]++ < 5) {
+          if (shown.merge(byLocation ? "location" : cause, 1, Integer::sum) <= 5) {
             LocalTime at = r.getTimestamp(5).toInstant().atZone(ZoneId.systemDefault()).toLocalTime();
             out.printf("  %-5s %-11s %-12s at %s%s%n", r.getString(2), r.getString(3), r.getString(4), at, byLocation
                 ? String.format(" (%.4f, %.4f)%s", r.getDouble(6), r.getDouble(7), "fence-reshaped".equals(cause) ? " (fence reshaped)" : "")
