@@ -128,7 +128,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
   private transient WarmUp warmUp;
   private transient HydrationRecorder recorder;
   private transient HoldReport hold;
-  /** What the source says a catch-up would face, asked for as the restore begins; null without a source. */
+  /** What the source says a catch-up would face, asked for as a restore begins; null on a fresh start or without a source. */
   private transient CatchUpProbe probe;
   /** The coordinator, or null without one (tests). */
   private transient OperatorEventGateway coordinator;
