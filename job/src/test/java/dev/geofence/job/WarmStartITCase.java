@@ -242,10 +242,16 @@ class WarmStartITCase extends EndToEndFixture {
     moveObjects();
     threeWayCheck("older", POINTS);
     assertTriggersAsOracle();
-    assertThat(metricSum(second, "edits_duplicate")).as("redelivered edits counted as duplicates").isGreaterThanOrEqualTo(4);
+    List<Episode> warmUps = assertWarmUps(second, 2, "savepoint");
+    // Flink's counters restart with a task: after a failover (a warm-up from a checkpoint) the
+    // redelivery was counted by an attempt that is gone.
+    if (warmUps.stream().allMatch(e -> e.startMode().equals("savepoint"))) {
+      assertThat(metricSum(second, "edits_duplicate")).as("redelivered edits counted as duplicates; warm-ups %s", warmUps)
+          .isGreaterThanOrEqualTo(4);
+    }
 
     Set<Integer> skipped = IntStream.range(0, 10).mapToObj(i -> subtaskOf("fence-" + i)).collect(Collectors.toSet());
-    for (Episode e : assertWarmUps(second, 2, "savepoint")) {
+    for (Episode e : warmUps) {
       if (!e.startMode().equals("savepoint")) {
         continue; // restored from a checkpoint after a failover: the check was of that
       }

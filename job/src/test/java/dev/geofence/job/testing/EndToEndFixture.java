@@ -113,6 +113,9 @@ public abstract class EndToEndFixture {
 
   private static final Logger LOG = LoggerFactory.getLogger(EndToEndFixture.class);
 
+  /** How often Flink's REST API fetches the metrics it serves (metrics.fetcher.update-interval). */
+  private static final Duration METRIC_FETCH_INTERVAL = Duration.ofMillis(500);
+
   @RegisterExtension
   public static final MiniClusterExtension FLINK = new MiniClusterExtension(
       new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(4)
@@ -123,7 +126,7 @@ public abstract class EndToEndFixture {
 
   private static Configuration clusterConfiguration() {
     Configuration config = new Configuration();
-    config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, Duration.ofMillis(500));
+    config.set(MetricOptions.METRIC_FETCHER_UPDATE_INTERVAL, METRIC_FETCH_INTERVAL);
     // A test may ask how a checkpoint ended well after it: after a held one, queued checkpoints follow within a second.
     config.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, 1000);
     // The changelog's storage is the TaskManagers' choice: on files, as a cluster must be set up for it.
@@ -957,8 +960,18 @@ public abstract class EndToEndFixture {
     return assertWarmUps(job.getJobID().toString(), parallelism, startMode);
   }
 
-  /** The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, once Flink has fetched it. */
+  /**
+   * The sum over the fence index's subtasks of one of its metrics, through Flink's REST API, as
+   * fetched after this call. The API answers from metrics it fetched up to an interval before, and
+   * fetches anew only when asked after that interval: the answer to a question right after what it
+   * checks could predate it (a counter read as 0 just after the rebuild that counted). Asked twice,
+   * an interval apart, it has fetched since the call.
+   */
   public static long metricSum(JobClient job, String metric) throws Exception {
+    for (int i = 0; i < 2; i++) {
+      fetchMetricSum(job, metric);
+      Thread.sleep(METRIC_FETCH_INTERVAL.toMillis() + 100);
+    }
     return Waiting.until("Flink's REST API to report the fence index's " + metric, PATIENCE, () -> fetchMetricSum(job, metric), v -> v >= 0);
   }
 
