@@ -65,6 +65,24 @@ CREATE TABLE IF NOT EXISTS fence_heartbeat (
     beat_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- The heartbeat's transaction horizon (an xid8 as bigint): every transaction with an id below it
+-- had ended when the row was written, so a state that has seen this heartbeat holds their edits,
+-- and a restore's catch-up compares only the fences written since (docs/design.md#catch-up). A
+-- trigger sets it, so that the job writes the row the same way with and without the column.
+ALTER TABLE fence_heartbeat ADD COLUMN IF NOT EXISTS horizon bigint;
+
+CREATE OR REPLACE FUNCTION fence_heartbeat_horizon() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.horizon := pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER fence_heartbeat_horizon BEFORE INSERT OR UPDATE ON fence_heartbeat
+    FOR EACH ROW EXECUTE FUNCTION fence_heartbeat_horizon();
+
 -- h(id, seq): the first 8 bytes of md5(id || ':' || seq) as a signed big-endian bigint.
 CREATE OR REPLACE FUNCTION fence_hash(id text, seq bigint) RETURNS bigint
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE

@@ -21,7 +21,10 @@ public class FenceChange {
 
   public Kind kind;
   public String fenceId;
-  /** The edit's seq; for a delete, the old row's seq + 1 (the migration's tombstone version). */
+  /**
+   * The edit's seq; for a delete, the old row's seq + 1 (the migration's tombstone version); for a
+   * heartbeat, its transaction horizon (0 if the heartbeat table has none).
+   */
   public long seq;
   public boolean delete;
   /** EWKB/WKB bytes (PostGIS geometry or bytea column), or null when the column is text. */
@@ -48,11 +51,12 @@ public class FenceChange {
 
   public FenceChange() {}
 
-  static FenceChange heartbeat(long commitTime, long lsn) {
+  static FenceChange heartbeat(long commitTime, long lsn, long horizon) {
     FenceChange change = new FenceChange();
     change.kind = Kind.HEARTBEAT;
     change.commitTime = commitTime;
     change.lsn = lsn;
+    change.seq = horizon;
     return change;
   }
 
@@ -75,7 +79,7 @@ public class FenceChange {
 
   /** A heartbeat's copy for key group {@code keyGroup}, carried in {@link #bucket}. */
   public FenceChange copyForKeyGroup(int keyGroup) {
-    FenceChange copy = heartbeat(commitTime, lsn);
+    FenceChange copy = heartbeat(commitTime, lsn, seq);
     copy.bucket = keyGroup;
     return copy;
   }
@@ -86,7 +90,7 @@ public class FenceChange {
       case BUCKET_STATS:
         return "BUCKET_STATS{bucket=" + bucket + ", count=" + fenceCount + ", checksum=" + checksum + ", lsn=" + lsn + "}";
       case HEARTBEAT:
-        return "HEARTBEAT{t=" + commitTime + ", lsn=" + lsn + "}";
+        return "HEARTBEAT{t=" + commitTime + ", lsn=" + lsn + ", horizon=" + seq + "}";
       default:
         return (delete ? "DELETE " : "UPSERT ") + fenceId + "@" + seq + (snapshot ? " snapshot" : " lsn=" + lsn + " t=" + commitTime);
     }

@@ -69,9 +69,12 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
       return;
     }
     if (columns.heartbeatTable().equals(table)) {
-      // Only the commit time matters: the stream has reached it.
+      // The stream has reached its commit time; its horizon, if the migration gave the table one,
+      // bounds what a restore of the state at this position must read again.
       if (!snapshot) {
-        out.collect(FenceChange.heartbeat(commitTime, lsn));
+        Struct row = value.getStruct("after");
+        boolean hasHorizon = row != null && row.schema().field("horizon") != null && row.get("horizon") != null;
+        out.collect(FenceChange.heartbeat(commitTime, lsn, hasHorizon ? row.getInt64("horizon") : 0));
       }
       return;
     }

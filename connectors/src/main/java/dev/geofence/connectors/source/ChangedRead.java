@@ -24,18 +24,28 @@ import java.util.function.Consumer;
  *
  * <p>Costs what changed rather than how often: at 1.2 M fences an hour's 144,000 edits changed
  * 54,720 fences, read in 0.4 s after a key pass of 2.8 s (docs/performance.md, "Catch-up").
+ *
+ * <p>Given the restored state's transaction horizon (a heartbeat's, {@code fence_heartbeat.horizon}),
+ * the key pass scans only the rows written by a transaction at or after it (by each row's {@code
+ * xmin}: an update writes a new row version): every other row was committed before the heartbeat
+ * the state holds, so the state holds it at its seq. The rows are still read from the heap, but
+ * the bucket function and the transfer are spared for all but those rows. Held fences the source
+ * has no row of at all are then not told: every delete under the source contract leaves a
+ * tombstone, read as before; a row removed with the triggers disabled (outside the contract,
+ * docs/source-contract.md) is seen only by a pass over every row.
  */
 public final class ChangedRead {
 
   /**
    * What the read saw: where the source's WAL was when it began; the position a stream may start
    * from and lose nothing the read does not hold (0 when the read could not be paired with one);
-   * the time every change it holds was committed by; the live fences its key pass scanned, the
-   * rows it read whole, the tombstones of held fences, the held live fences the source has no row
-   * of at all, and how long it took.
+   * the time every change it holds was committed by; the live fences its key pass scanned, whether
+   * the pass was narrowed by the transaction horizon, the rows it read whole, the tombstones of held
+   * fences, the held live fences the source has no row of at all (none told by a narrowed pass),
+   * and how long it took.
    */
-  public record Result(long lsn, long streamFrom, long readTime, long keys, long changed, long tombstones, List<String> missing,
-      long millis) {}
+  public record Result(long lsn, long streamFrom, long readTime, long keys, boolean narrowed, long changed, long tombstones,
+      List<String> missing, long millis) {}
 
   private static final int FETCH_SIZE = 10_000;
   /** How long the read waits for the transactions committing as its stream position was read to become visible. */
@@ -43,6 +53,11 @@ public final class ChangedRead {
   private static final long PAIRING_POLL_MS = 10;
   /** Ids per query of the rows read whole. */
   private static final int IDS_PER_QUERY = 2_000;
+  /**
+   * How many transactions old a horizon may be to narrow the key pass: rows are compared by the
+   * age of their 32-bit transaction ids, which wrap around at 2^31; far inside that.
+   */
+  static final long NARROWING_AGE_LIMIT = 1L << 30;
 
   private ChangedRead() {}
 
@@ -54,22 +69,24 @@ public final class ChangedRead {
    * with no key pass, for a subtask that set its fences aside; {@code held} (what it held before)
    * then only holds back a tombstone no newer than the version held, whose members entered after
    * that delete, and tells the held fences gone.
+   *
+   * @param horizon the restored state's transaction horizon, which narrows the key pass; 0 for none
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
-      Map<String, Long> held, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
+      Map<String, Long> held, long horizon, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
     long started = System.nanoTime();
     Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
     // The pairing's first statements run outside the read's transaction, in autocommit.
     boolean autoCommit = db.getAutoCommit();
     try {
-      return pairedRead(db, columns, owned, held, whole, out, started);
+      return pairedRead(db, columns, owned, held, horizon, whole, out, started);
     } finally {
       db.setAutoCommit(autoCommit);
     }
   }
 
   private static Result pairedRead(Connection db, FenceTableColumns columns, Integer[] owned, Map<String, Long> held,
-      boolean whole, Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
+      long horizon, boolean whole, Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
     // The stream position the read pairs with: every transaction whose commit record lies before it
     // must be visible to the read's snapshot, so that a stream started there loses none. A commit
     // record is written before its transaction becomes visible, so the transactions running just
@@ -120,7 +137,7 @@ public final class ChangedRead {
       if (whole) {
         long[] counts = loadWhole(db, columns, fences, owned, held, out);
         BucketRead.readFingerprints(db, columns, buckets, out);
-        return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, counts[0], counts[0], counts[1],
+        return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, counts[0], false, counts[0], counts[1],
             List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
       }
       // Tombstones of held fences first: of one deleted and re-created since, the delete reaches the
@@ -135,13 +152,15 @@ public final class ChangedRead {
           tombstones[0]++;
         }
       });
-      // The key pass: what is left of the held fences afterwards has no row at the source at all.
+      // The key pass: unless narrowed, what is left of the held fences afterwards has no row at the
+      // source at all.
       List<String> changed = new ArrayList<>();
-      long keys = keyPass(db, fences, buckets, held, changed);
+      long since = narrowing(db, horizon);
+      long keys = keyPass(db, fences, buckets, since, held, changed);
       readWhole(db, fences, changed, out);
       BucketRead.readFingerprints(db, columns, buckets, out);
-      return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, changed.size(), tombstones[0],
-          List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
+      return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed.size(), tombstones[0],
+          since >= 0 ? List.of() : List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
     });
   }
 
@@ -165,14 +184,39 @@ public final class ChangedRead {
     return counts;
   }
 
-  /** Scans the live fences' ids and seqs: those not held at that seq go to {@code changed}; returns how many were scanned. */
-  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, Map<String, Long> held, List<String> changed)
-      throws SQLException {
+  /**
+   * The 32-bit transaction id of {@code horizon} to narrow the key pass by, or -1 to scan every
+   * row: no horizon, or one not behind the read's snapshot by less than {@link
+   * #NARROWING_AGE_LIMIT} transactions (a horizon of another history, or too old to compare).
+   */
+  private static long narrowing(Connection db, long horizon) throws SQLException {
+    if (horizon <= 0) {
+      return -1;
+    }
+    try (Statement s = db.createStatement();
+        ResultSet r = s.executeQuery("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")) {
+      r.next();
+      long next = r.getLong(1);
+      return horizon <= next && next - horizon < NARROWING_AGE_LIMIT ? horizon & 0xFFFF_FFFFL : -1;
+    }
+  }
+
+  /**
+   * Scans the live fences' ids and seqs, those of rows written at or after transaction {@code
+   * since} if it is not -1: those not held at that seq go to {@code changed}; returns how many were
+   * scanned. Both ages are taken against the same transaction counter, so a row is scanned exactly
+   * when its transaction is not older than the horizon's.
+   */
+  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, Map<String, Long> held,
+      List<String> changed) throws SQLException {
     String sql = "SELECT " + fences.id() + ", " + fences.seq() + " FROM " + fences.table() + " WHERE fence_bucket(" + fences.id()
-        + ") = ANY(?)";
+        + ") = ANY(?)" + (since >= 0 ? " AND age(xmin) <= age(?::text::xid)" : "");
     long n = 0;
     try (PreparedStatement s = db.prepareStatement(sql)) {
       s.setArray(1, buckets);
+      if (since >= 0) {
+        s.setString(2, Long.toString(since));
+      }
       s.setFetchSize(FETCH_SIZE);
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {

@@ -148,13 +148,14 @@ public final class SourceOfTruth implements AutoCloseable {
 
   /**
    * Reads what changed in the subtask's buckets since {@code held} (its live fences and their
-   * seqs, a copy the read consumes): the catch-up by read; or, if {@code whole}, the catch-up's
-   * load, every fence of the subtask's buckets read whole, for a subtask that set its fences aside
-   * ({@link ChangedRead}).
+   * seqs, a copy the read consumes), comparing only the rows written since {@code horizon} (the
+   * restored state's transaction horizon; 0 for none): the catch-up by read; or, if {@code whole},
+   * the catch-up's load, every fence of the subtask's buckets read whole, for a subtask that set its
+   * fences aside ({@link ChangedRead}).
    */
-  public void readChanged(Map<String, Long> held, boolean whole) {
-    start(db -> inBatches(rows -> ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, whole,
-        rows), result -> () -> outcomes.readChanged(result)));
+  public void readChanged(Map<String, Long> held, long horizon, boolean whole) {
+    start(db -> inBatches(rows -> ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, horizon,
+        whole, rows), result -> () -> outcomes.readChanged(result)));
   }
 
   /**

@@ -251,7 +251,7 @@ class DwellDelayColumnTest {
   /** The live fences' delays as a catch-up of a subtask that holds none reads them: each whole. */
   private static Map<String, Long> changedRead(Connection db) throws Exception {
     Map<String, Long> delays = new HashMap<>();
-    ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), false, change -> {
+    ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), 0, false, change -> {
       if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
         delays.put(change.fenceId, change.dwellDelay);
       }

@@ -3,6 +3,7 @@ package dev.geofence.connectors.source;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.geofence.connectors.cdc.FenceChange;
+import dev.geofence.connectors.cdc.FenceSource;
 import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.Migrations.GeometryColumn;
 import dev.geofence.state.checksum.FenceBuckets;
@@ -27,7 +28,9 @@ import org.locationtech.jts.io.WKTReader;
  * histories: for each of three subtasks' key groups, what the subtask held before a round of
  * creates, reshapes, deletes and re-creations, merged by seq with what the read hands out, equals
  * the source's live fences of its buckets; the read reads whole exactly the fences whose seq
- * differs, and its bucket rows agree with the fences it leaves the subtask holding.
+ * differs, and its bucket rows agree with the fences it leaves the subtask holding. Narrowed by the
+ * transaction horizon of a heartbeat written before the round, the key pass scans exactly those
+ * fences, and the outcome is the same, also after {@code VACUUM (FREEZE)}.
  */
 class ChangedReadTest {
 
@@ -36,45 +39,59 @@ class ChangedReadTest {
 
   @Test
   void heldFencesMergedWithTheReadEqualTheSourceOverGeneratedHistories() throws Exception {
-    overGeneratedHistories(37, 8, 200, (db, round, range, before, expected) -> {
-      Set<String> changed = new HashSet<>();
-      expected.forEach((id, seq) -> {
-        if (!seq.equals(before.get(id))) {
-          changed.add(id);
+    overGeneratedHistories(37, 8, 200, (db, round, range, before, expected, horizon) -> {
+      if (round == 5) {
+        try (Statement s = db.createStatement()) {
+          s.execute("VACUUM (FREEZE) fences");
         }
-      });
-      Map<String, Long> holding = new HashMap<>(before);
-      Map<String, Long> deleted = new HashMap<>();
-      Set<String> readWhole = new HashSet<>();
-      Map<Integer, long[]> fingerprints = new HashMap<>();
-      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-          new HashMap<>(before), false, change -> {
-            if (change.kind == FenceChange.Kind.BUCKET_STATS) {
-              fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
-            } else if (change.delete) {
-              if (holding.getOrDefault(change.fenceId, 0L) < change.seq) {
-                holding.remove(change.fenceId);
-                deleted.put(change.fenceId, change.seq);
-              }
-            } else {
-              assertThat(change.geometryBytes).isNotNull();
-              assertThat(readWhole.add(change.fenceId)).as("%s read once", change.fenceId).isTrue();
-              long current = Math.max(holding.getOrDefault(change.fenceId, 0L), deleted.getOrDefault(change.fenceId, 0L));
-              if (change.seq > current) {
-                holding.put(change.fenceId, change.seq);
-                deleted.remove(change.fenceId);
-              }
-            }
-          });
-      result.missing().forEach(holding::remove);
-      assertThat(holding).as("round %d, key groups %d-%d", round, range[0], range[1]).isEqualTo(expected);
-      assertThat(readWhole).as("read whole: exactly the fences whose seq differs").isEqualTo(changed);
-      assertThat(result.changed()).isEqualTo(changed.size());
-      assertThat(result.keys()).isEqualTo(expected.size());
-      assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
-      assertFingerprintsAgree(fingerprints, holding);
-      assertThat(result.readTime()).isGreaterThan(System.currentTimeMillis() - 60_000);
+      }
+      checkRead(db, round, range, before, expected, 0);
+      checkRead(db, round, range, before, expected, horizon);
     });
+  }
+
+  private static void checkRead(Connection db, int round, int[] range, Map<String, Long> before, Map<String, Long> expected,
+      long horizon) throws Exception {
+    Set<String> changed = new HashSet<>();
+    expected.forEach((id, seq) -> {
+      if (!seq.equals(before.get(id))) {
+        changed.add(id);
+      }
+    });
+    Map<String, Long> holding = new HashMap<>(before);
+    Map<String, Long> deleted = new HashMap<>();
+    Set<String> readWhole = new HashSet<>();
+    Map<Integer, long[]> fingerprints = new HashMap<>();
+    ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
+        new HashMap<>(before), horizon, false, change -> {
+          if (change.kind == FenceChange.Kind.BUCKET_STATS) {
+            fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
+          } else if (change.delete) {
+            if (holding.getOrDefault(change.fenceId, 0L) < change.seq) {
+              holding.remove(change.fenceId);
+              deleted.put(change.fenceId, change.seq);
+            }
+          } else {
+            assertThat(change.geometryBytes).isNotNull();
+            assertThat(readWhole.add(change.fenceId)).as("%s read once", change.fenceId).isTrue();
+            long current = Math.max(holding.getOrDefault(change.fenceId, 0L), deleted.getOrDefault(change.fenceId, 0L));
+            if (change.seq > current) {
+              holding.put(change.fenceId, change.seq);
+              deleted.remove(change.fenceId);
+            }
+          }
+        });
+    result.missing().forEach(holding::remove);
+    String what = String.format("round %d, key groups %d-%d, horizon %d", round, range[0], range[1], horizon);
+    assertThat(holding).as(what).isEqualTo(expected);
+    assertThat(readWhole).as("read whole: exactly the fences whose seq differs, %s", what).isEqualTo(changed);
+    assertThat(result.changed()).isEqualTo(changed.size());
+    assertThat(result.narrowed()).as(what).isEqualTo(horizon > 0);
+    // Narrowed, the pass scans the rows written since the horizon: exactly the fences that changed.
+    assertThat(result.keys()).as("keys scanned, %s", what).isEqualTo(horizon > 0 ? changed.size() : expected.size());
+    assertThat(result.missing()).as("every held fence the source lacks has a tombstone").isEmpty();
+    assertFingerprintsAgree(fingerprints, holding);
+    assertThat(result.readTime()).isGreaterThan(System.currentTimeMillis() - 60_000);
   }
 
   /**
@@ -86,7 +103,7 @@ class ChangedReadTest {
    */
   @Test
   void theLoadReadsEveryFenceWholeAndOnlyTheDeletesSinceTheHeldVersions() throws Exception {
-    overGeneratedHistories(370, 6, 400, (db, round, range, before, expected) -> {
+    overGeneratedHistories(370, 6, 400, (db, round, range, before, expected, horizon) -> {
       Set<String> deletedSince = new HashSet<>();
       before.forEach((id, seq) -> {
         if (!expected.containsKey(id) || tombstoneSeq(db, id) > seq) {
@@ -97,7 +114,7 @@ class ChangedReadTest {
       Set<String> deletes = new HashSet<>();
       Map<Integer, long[]> fingerprints = new HashMap<>();
       ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-          new HashMap<>(before), true, change -> {
+          new HashMap<>(before), 0, true, change -> {
             if (change.kind == FenceChange.Kind.BUCKET_STATS) {
               fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
             } else if (change.delete) {
@@ -132,9 +149,13 @@ class ChangedReadTest {
     }
   }
 
-  /** One subtask's key groups after a round of generated edits: what it held before them, what the source has after. */
+  /**
+   * One subtask's key groups after a round of generated edits: what it held before them, what the
+   * source has after, and the transaction horizon of a heartbeat written before them.
+   */
   private interface Round {
-    void check(Connection db, int round, int[] range, Map<String, Long> before, Map<String, Long> expected) throws Exception;
+    void check(Connection db, int round, int[] range, Map<String, Long> before, Map<String, Long> expected, long horizon)
+        throws Exception;
   }
 
   /**
@@ -153,11 +174,24 @@ class ChangedReadTest {
         for (int r = 0; r < RANGES.length; r++) {
           held.put(r, inRange(source, RANGES[r]));
         }
+        long horizon = heartbeatHorizon(db);
         edit(db, random, square, 40 + random.nextInt(maxEdits), 1_500 + round * 100);
         source = live(db);
         for (int r = 0; r < RANGES.length; r++) {
-          check.check(db, round, RANGES[r], held.get(r), inRange(source, RANGES[r]));
+          check.check(db, round, RANGES[r], held.get(r), inRange(source, RANGES[r]), horizon);
         }
+      }
+    }
+  }
+
+  /** Writes the heartbeat row as the job does and returns the horizon the migration's trigger gave it. */
+  private static long heartbeatHorizon(Connection db) throws Exception {
+    try (Statement s = db.createStatement()) {
+      s.executeUpdate(FenceSource.heartbeatSql(FenceTableColumns.defaults()));
+      try (ResultSet r = s.executeQuery("SELECT horizon FROM fence_heartbeat")) {
+        r.next();
+        assertThat(r.getLong(1)).as("the heartbeat's horizon").isPositive();
+        return r.getLong(1);
       }
     }
   }
@@ -212,7 +246,7 @@ class ChangedReadTest {
       try {
         for (int i = 0; i < 12; i++) {
           Map<String, Long> read = new HashMap<>();
-          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), false, change -> {
+          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), 0, false, change -> {
             if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
               read.put(change.fenceId, change.seq);
             }
@@ -269,15 +303,28 @@ class ChangedReadTest {
     }
   }
 
-  /** A fence the source lost without a tombstone (rows deleted by hand) is reported missing, for the subtask to delete. */
+  /**
+   * A fence the source lost without a tombstone (rows deleted by hand) is reported missing, for the
+   * subtask to delete, by a key pass over every row; a narrowed one cannot tell (the bucket's
+   * fingerprint then does). A horizon ahead of the source's transactions (another history) does not
+   * narrow the pass.
+   */
   @Test
   void aHeldFenceWithNoRowAtAllIsMissing() throws Exception {
     try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
       Migrations.applySource(db, GeometryColumn.WKB);
-      Map<String, Long> held = new HashMap<>(Map.of("ghost", 4L));
-      ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, held, false, change -> {});
-      assertThat(result.missing()).containsExactly("ghost");
-      assertThat(result.changed()).isZero();
+      long horizon = heartbeatHorizon(db);
+      for (long tooFar : new long[] {0, horizon + 1_000_000}) {
+        ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(Map.of("ghost", 4L)),
+            tooFar, false, change -> {});
+        assertThat(result.narrowed()).as("horizon %d", tooFar).isFalse();
+        assertThat(result.missing()).containsExactly("ghost");
+        assertThat(result.changed()).isZero();
+      }
+      ChangedRead.Result narrowed = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(Map.of("ghost", 4L)),
+          horizon, false, change -> {});
+      assertThat(narrowed.narrowed()).isTrue();
+      assertThat(narrowed.missing()).isEmpty();
     }
   }
 

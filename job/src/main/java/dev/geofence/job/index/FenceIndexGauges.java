@@ -50,6 +50,7 @@ final class FenceIndexGauges {
     counter(group, FenceIndexMetrics.OUT_OF_ORDER_LOCATIONS, admission::outOfOrderCount);
     counter(group, FenceIndexMetrics.BEFORE_READ_LOCATIONS, admission::beforeReadCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD, warmUp::rereadCount);
+    counter(group, FenceIndexMetrics.CATCHUP_KEYS_COMPARED, warmUp::keysCompared);
     counter(group, FenceIndexMetrics.SEGMENTS_REWRITTEN, keyed::segmentsRewrittenCount);
     counter(group, FenceIndexMetrics.BUCKETS_REREAD_UNMATCHED, warmUp::rereadUnmatchedCount);
     counter(group, FenceIndexMetrics.EDITS_APPLIED, fences::appliedCount);

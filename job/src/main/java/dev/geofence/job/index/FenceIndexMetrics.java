@@ -39,6 +39,11 @@ public final class FenceIndexMetrics {
   public static final String CATCHUP_READ = "catchup_read";
   /** 1 when the subtask's catch-up loads its buckets anew, 0 otherwise (or before the choice). */
   public static final String CATCHUP_LOAD = "catchup_load";
+  /**
+   * How many fences' keys the catch-up's reads of what changed compared: every live fence of the
+   * subtask's buckets, or, narrowed by the restored transaction horizon, those written since.
+   */
+  public static final String CATCHUP_KEYS_COMPARED = "catchup_keys_compared";
   public static final String PENDING_LOCATIONS = "pending_locations";
   public static final String PENDING_EDITS = "pending_edits";
   /** Superseded fence versions kept for late locations. */

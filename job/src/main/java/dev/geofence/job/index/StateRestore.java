@@ -96,6 +96,9 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
     }
     into.index();
     keyed.readTheRest(into, change -> decoder.decode(change));
+    // A key group without a position (none streamed before its state was taken) holds fences read
+    // at an unknown horizon: then none narrows the catch-up.
+    warmUp.horizon(into.positions == own.getNumberOfKeyGroups() ? into.horizon : 0);
     // A restored bucket that stays mismatched is healed like any other: a fingerprint a read took
     // carries no commit time, and is as old as the newest the state had streamed, which every
     // restored queued edit is no newer than.
@@ -149,6 +152,9 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
     private final List<Read> fences = new ArrayList<>();
     private final List<ReadSegment> segments = new ArrayList<>();
     private final List<Integer> readFingerprints;
+    /** How many key groups' positions were read, and the least of their transaction horizons. */
+    private int positions;
+    private long horizon = Long.MAX_VALUE;
 
     Reading(List<Integer> readFingerprints) {
       this.readFingerprints = readFingerprints;
@@ -188,6 +194,8 @@ record StateRestore(FenceIndexState keyed, FenceLedger ledger, Readiness readine
     @Override
     public void position(StreamPosition position) {
       readiness.streamed(position.lsn(), position.commitTime());
+      positions++;
+      horizon = Math.min(horizon, position.horizon());
     }
 
     @Override

@@ -93,6 +93,10 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   /** The read of the source under way (a fresh start's, a rebuild's or a re-read's), or null. */
   private SourceRead read;
   private long restoredLsn;
+  /** The restored state's transaction horizon, which narrows a catch-up's key pass; 0 for none. */
+  private long horizon;
+  /** How many fences' keys the reads of what changed compared. */
+  private long keysCompared;
   private String sourceUrl;
 
   WarmUp(Readiness readiness, HydrationRecorder recorder, FenceLedger ledger, EditDecoder decoder, ProcessingTimeService time,
@@ -121,6 +125,14 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   void fencesLeftUnread(String reason, SourceOfTruth.Action readThem) {
     loadChosenAtRestore = reason;
     readLeftFences = readThem;
+  }
+
+  /**
+   * The restored state's transaction horizon: the least of its key groups' positions', or 0 if one
+   * has none (docs/design.md#catch-up).
+   */
+  void horizon(long horizon) {
+    this.horizon = horizon;
   }
 
   /** A restored fence this release cannot read: the index is rebuilt without it. */
@@ -201,11 +213,11 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
         LOG.info("Set aside the {} restored fences to load this subtask's buckets anew from the source", heldBeforeLoad.size());
       }
       read = SourceRead.ofAllBuckets();
-      source.readChanged(new HashMap<>(heldBeforeLoad), true);
+      source.readChanged(new HashMap<>(heldBeforeLoad), 0, true);
     } else if (readiness.isReadingChanged()) {
       // The fences held now, copied for the read's thread: what the stream applied since counts.
       read = SourceRead.ofAllBuckets();
-      source.readChanged(ledger.fences().liveSeqs(), false);
+      source.readChanged(ledger.fences().liveSeqs(), horizon, false);
     } else {
       recorder.enter(LoadPhase.GAP_CHECK);
       source.checkGap(restoredLsn);
@@ -244,6 +256,11 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   /** A restored bucket's newest change was committed at {@code commitTime}. */
   void restored(int bucket, long commitTime) {
     rereads.streamed(bucket, commitTime);
+  }
+
+  /** How many fences' keys the reads of what changed compared. */
+  long keysCompared() {
+    return keysCompared;
   }
 
   /** How many buckets have been read again. */
@@ -405,10 +422,12 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
                 + " {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead letters here", result.millis(),
             result.changed(), result.tombstones(), gone.size(), Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
       } else {
-        LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared, {} read whole,"
+        keysCompared += result.keys();
+        LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared{}, {} read whole,"
                 + " {} tombstones of held fences, {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead"
-                + " letters here", result.millis(), result.keys(), result.changed(), result.tombstones(), gone.size(),
-            Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
+                + " letters here", result.millis(), result.keys(),
+            result.narrowed() ? " (those written since the restored transaction horizon " + horizon + ")" : " (every one)",
+            result.changed(), result.tombstones(), gone.size(), Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
       }
     }
     stepped();

@@ -755,6 +755,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
         heartbeat.bucket = keyGroup;
         heartbeat.lsn = at.lsn();
         heartbeat.commitTime = at.commitTime();
+        heartbeat.seq = at.horizon();
         legacyStreamPosition.update(heartbeat);
       } else {
         position.update(at);
@@ -795,7 +796,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
 
   /** The position a heartbeat of the stream carries. */
   public static StreamPosition positionOf(FenceChange heartbeat) {
-    return new StreamPosition(heartbeat.lsn, heartbeat.commitTime);
+    return new StreamPosition(heartbeat.lsn, heartbeat.commitTime, heartbeat.seq);
   }
 
   private static FenceChange changeOf(BucketFingerprint stats) {

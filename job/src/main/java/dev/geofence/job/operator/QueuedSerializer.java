@@ -56,7 +56,7 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
   }
 
   @Override
-  Queued read(DataInputView in) throws IOException {
+  Queued read(int version, DataInputView in) throws IOException {
     if (in.readByte() == EDIT) {
       String fenceId = in.readUTF();
       StoredFence stored = fences.deserialize(in);
@@ -65,7 +65,7 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
       }
       return Queued.of(stored.asEdit(fenceId, EditOrigin.STREAM));
     }
-    return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(in));
+    return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(StoredStateSerializers.FORMAT_VERSION, in));
   }
 
   @Override

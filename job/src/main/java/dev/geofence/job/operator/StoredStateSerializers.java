@@ -17,11 +17,14 @@ import org.apache.flink.core.memory.DataOutputView;
  * and rebuild around).
  *
  * <p>Format 1 of a fingerprint: version, bucket (int), count, checksum, version, LSN, commit time
- * (longs). Format 1 of a position: version, LSN, commit time.
+ * (longs). Format 1 of a position: version, LSN, commit time; format 2 adds the transaction horizon
+ * (a long), and a position of format 1 is read with none (0).
  */
 public final class StoredStateSerializers {
 
   public static final byte FORMAT_VERSION = 1;
+  /** A position's format: 2 since it carries the transaction horizon. */
+  public static final byte POSITION_FORMAT_VERSION = 2;
 
   private StoredStateSerializers() {}
 
@@ -47,7 +50,7 @@ public final class StoredStateSerializers {
     }
 
     @Override
-    BucketFingerprint read(DataInputView in) throws IOException {
+    BucketFingerprint read(int version, DataInputView in) throws IOException {
       return new BucketFingerprint(in.readInt(), in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong());
     }
 
@@ -72,18 +75,19 @@ public final class StoredStateSerializers {
     public static final PositionSerializer INSTANCE = new PositionSerializer();
 
     private PositionSerializer() {
-      super("stream position", FORMAT_VERSION);
+      super("stream position", POSITION_FORMAT_VERSION);
     }
 
     @Override
     void write(StreamPosition p, DataOutputView out) throws IOException {
       out.writeLong(p.lsn());
       out.writeLong(p.commitTime());
+      out.writeLong(p.horizon());
     }
 
     @Override
-    StreamPosition read(DataInputView in) throws IOException {
-      return new StreamPosition(in.readLong(), in.readLong());
+    StreamPosition read(int version, DataInputView in) throws IOException {
+      return new StreamPosition(in.readLong(), in.readLong(), version == 1 ? 0 : in.readLong());
     }
 
     @Override

@@ -28,8 +28,11 @@ abstract class VersionedSerializer<T> extends TypeSerializer<T> {
   /** The value's fields, after the version byte. */
   abstract void write(T value, DataOutputView out) throws IOException;
 
-  /** The value's fields, after a version byte of this format. */
-  abstract T read(DataInputView in) throws IOException;
+  /**
+   * The value's fields, after a version byte of this format or an earlier one ({@code version}):
+   * a format that gains a field reads the earlier one without it.
+   */
+  abstract T read(int version, DataInputView in) throws IOException;
 
   @Override
   public boolean isImmutableType() {
@@ -70,11 +73,11 @@ abstract class VersionedSerializer<T> extends TypeSerializer<T> {
   @Override
   public T deserialize(DataInputView in) throws IOException {
     int version = in.readByte();
-    if (version != formatVersion) {
-      throw new IOException("a " + what + " in the fence index's state is of format " + version + ", this release reads format "
-          + formatVersion);
+    if (version < 1 || version > formatVersion) {
+      throw new IOException("a " + what + " in the fence index's state is of format " + version + ", this release reads formats"
+          + " up to " + formatVersion);
     }
-    return read(in);
+    return read(version, in);
   }
 
   @Override

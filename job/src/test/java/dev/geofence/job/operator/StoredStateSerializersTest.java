@@ -21,7 +21,7 @@ class StoredStateSerializersTest {
           random.nextLong(), random.nextLong());
       DataOutputSerializer out = new DataOutputSerializer(64);
       StoredStateSerializers.FingerprintSerializer.INSTANCE.serialize(f, out);
-      StreamPosition p = new StreamPosition(random.nextLong(), random.nextLong());
+      StreamPosition p = new StreamPosition(random.nextLong(), random.nextLong(), random.nextLong());
       StoredStateSerializers.PositionSerializer.INSTANCE.serialize(p, out);
       DataInputDeserializer in = new DataInputDeserializer(out.getCopyOfBuffer());
       assertThat(StoredStateSerializers.FingerprintSerializer.INSTANCE.deserialize(in)).isEqualTo(f);
@@ -31,13 +31,26 @@ class StoredStateSerializersTest {
   }
 
   @Test
-  void aValueOfAnotherFormatFailsTheRestoreNamingIt() throws Exception {
+  void aPositionOfTheFirstFormatIsReadWithoutAHorizon() throws Exception {
     DataOutputSerializer out = new DataOutputSerializer(64);
-    out.writeByte(2);
+    out.writeByte(1);
+    out.writeLong(11);
+    out.writeLong(12);
+    DataInputDeserializer in = new DataInputDeserializer(out.getCopyOfBuffer());
+    assertThat(StoredStateSerializers.PositionSerializer.INSTANCE.deserialize(in)).isEqualTo(new StreamPosition(11, 12, 0));
+    assertThat(in.available()).isZero();
+  }
+
+  @Test
+  void aValueOfALaterFormatFailsTheRestoreNamingIt() throws Exception {
+    DataOutputSerializer out = new DataOutputSerializer(64);
+    out.writeByte(3);
     out.writeLong(1);
     out.writeLong(2);
+    out.writeLong(3);
+    out.writeLong(4);
     assertThatThrownBy(() -> StoredStateSerializers.PositionSerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer())))
         .isInstanceOf(IOException.class)
-        .hasMessage("a stream position in the fence index's state is of format 2, this release reads format 1");
+        .hasMessage("a stream position in the fence index's state is of format 3, this release reads formats up to 2");
   }
 }
