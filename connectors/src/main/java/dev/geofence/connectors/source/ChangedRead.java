@@ -42,10 +42,10 @@ public final class ChangedRead {
    * the time every change it holds was committed by; the live fences its key pass scanned, whether
    * the pass was narrowed by the transaction horizon, the rows it read whole, the tombstones of held
    * fences, the held live fences the source has no row of at all (none told by a narrowed pass),
-   * and how long it took.
+   * how long the key pass took (0 for a load, which has none) and how long the whole read took.
    */
   public record Result(long lsn, long streamFrom, long readTime, long keys, boolean narrowed, long changed, long tombstones,
-      List<String> missing, long millis) {}
+      List<String> missing, long keyPassMillis, long millis) {}
 
   private static final int FETCH_SIZE = 10_000;
   /** How long the read waits for the transactions committing as its stream position was read to become visible. */
@@ -138,7 +138,7 @@ public final class ChangedRead {
         long[] counts = loadWhole(db, columns, fences, owned, held, out);
         BucketRead.readFingerprints(db, columns, buckets, out);
         return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, counts[0], false, counts[0], counts[1],
-            List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
+            List.copyOf(held.keySet()), 0, (System.nanoTime() - started) / 1_000_000);
       }
       // Tombstones of held fences first: of one deleted and re-created since, the delete reaches the
       // subtask before the new row (its members EXIT), as in a rebuild.
@@ -156,11 +156,13 @@ public final class ChangedRead {
       // source at all.
       List<String> changed = new ArrayList<>();
       long since = narrowing(db, horizon);
+      long keyPassStarted = System.nanoTime();
       long keys = keyPass(db, fences, buckets, since, held, changed);
+      long keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
       readWhole(db, fences, changed, out);
       BucketRead.readFingerprints(db, columns, buckets, out);
       return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed.size(), tombstones[0],
-          since >= 0 ? List.of() : List.copyOf(held.keySet()), (System.nanoTime() - started) / 1_000_000);
+          since >= 0 ? List.of() : List.copyOf(held.keySet()), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
     });
   }
 

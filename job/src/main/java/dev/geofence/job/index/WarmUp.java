@@ -423,9 +423,9 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
             result.changed(), result.tombstones(), gone.size(), Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
       } else {
         keysCompared += result.keys();
-        LOG.info("Caught up by reading what changed since the restored state in {} ms: {} fences' keys compared{}, {} read whole,"
-                + " {} tombstones of held fences, {} held fences gone, as of {}; locations stamped before {} are BEFORE_READ dead"
-                + " letters here", result.millis(), result.keys(),
+        LOG.info("Caught up by reading what changed since the restored state in {} ms (the key pass {} ms): {} fences' keys"
+                + " compared{}, {} read whole, {} tombstones of held fences, {} held fences gone, as of {}; locations stamped"
+                + " before {} are BEFORE_READ dead letters here", result.millis(), result.keyPassMillis(), result.keys(),
             result.narrowed() ? " (those written since the restored transaction horizon " + horizon + ")" : " (every one)",
             result.changed(), result.tombstones(), gone.size(), Lsn.format(result.lsn()), Instant.ofEpochMilli(result.readTime()));
       }
