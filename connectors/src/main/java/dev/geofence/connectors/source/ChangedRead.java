@@ -108,21 +108,25 @@ public final class ChangedRead {
     return BucketRead.inReadTransaction(db, () -> {
       // The snapshot is taken by this first statement: every change it holds committed before this
       // LSN and before this instant (the clock read after the snapshot was taken), which is the
-      // oldest event time a location may have to be evaluated against what it reads.
+      // oldest event time a location may have to be evaluated against what it reads. The snapshot's
+      // next transaction id bounds the horizon that may narrow the key pass.
       long lsn;
       long readTime;
       boolean paired;
+      long nextXid;
       while (true) {
         try (PreparedStatement s = db.prepareStatement("SELECT pg_current_wal_insert_lsn()::text,"
             + " (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1,"
             + " NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(?::pg_snapshot) x"
-            + " WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()) AND pg_xact_status(x) IS DISTINCT FROM 'aborted')")) {
+            + " WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()) AND pg_xact_status(x) IS DISTINCT FROM 'aborted'),"
+            + " pg_snapshot_xmax(pg_current_snapshot())::text::bigint")) {
           s.setString(1, running);
           try (ResultSet r = s.executeQuery()) {
             r.next();
             lsn = Lsn.parse(r.getString(1));
             readTime = r.getLong(2);
             paired = r.getBoolean(3);
+            nextXid = r.getLong(4);
           }
         }
         if (paired || System.currentTimeMillis() > waitUntil) {
@@ -155,7 +159,7 @@ public final class ChangedRead {
       // The key pass: unless narrowed, what is left of the held fences afterwards has no row at the
       // source at all.
       List<String> changed = new ArrayList<>();
-      long since = narrowing(db, horizon);
+      long since = narrowing(horizon, nextXid);
       long keyPassStarted = System.nanoTime();
       long keys = keyPass(db, fences, buckets, since, held, changed);
       long keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
@@ -188,19 +192,12 @@ public final class ChangedRead {
 
   /**
    * The 32-bit transaction id of {@code horizon} to narrow the key pass by, or -1 to scan every
-   * row: no horizon, or one not behind the read's snapshot by less than {@link
-   * #NARROWING_AGE_LIMIT} transactions (a horizon of another history, or too old to compare).
+   * row: no horizon, or one not behind the read's snapshot (whose next transaction id is {@code
+   * nextXid}) by less than {@link #NARROWING_AGE_LIMIT} transactions (a horizon of another
+   * history, or too old to compare).
    */
-  private static long narrowing(Connection db, long horizon) throws SQLException {
-    if (horizon <= 0) {
-      return -1;
-    }
-    try (Statement s = db.createStatement();
-        ResultSet r = s.executeQuery("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")) {
-      r.next();
-      long next = r.getLong(1);
-      return horizon <= next && next - horizon < NARROWING_AGE_LIMIT ? horizon & 0xFFFF_FFFFL : -1;
-    }
+  private static long narrowing(long horizon, long nextXid) {
+    return horizon > 0 && horizon <= nextXid && nextXid - horizon < NARROWING_AGE_LIMIT ? horizon & 0xFFFF_FFFFL : -1;
   }
 
   /**
