@@ -25,6 +25,8 @@ public class FenceStateEntry {
   public long vertices;
   public long lsn;
   public long commitTime;
+  /** For a stream position: its transaction horizon (0: none). */
+  public long horizon;
   /**
    * For a fence read with its geometry (export): its tenant, its own dwell delay ({@code
    * StayRules.NO_FENCE_DELAY}: none) and the flat arrays of {@code FenceGeometry}.

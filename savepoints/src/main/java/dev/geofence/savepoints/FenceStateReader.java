@@ -123,6 +123,7 @@ final class FenceStateReader extends KeyedStateReaderFunction<FenceKey, FenceSta
       FenceStateEntry entry = entry(FenceStateEntry.Kind.STREAM_POSITION, Integer.toString(keyGroup), keyGroup);
       entry.lsn = position.lsn();
       entry.commitTime = position.commitTime();
+      entry.horizon = position.horizon();
       out.collect(entry);
     }
   }

@@ -51,7 +51,7 @@ public final class SavepointBootstrap {
       reading.tick();
     });
     reading.finish();
-    writeRows(rows, read.lsn(), System.currentTimeMillis(), output, maxParallelism, geometryOptions, geometryFormat);
+    writeRows(rows, read.lsn(), System.currentTimeMillis(), read.horizon(), output, maxParallelism, geometryOptions, geometryFormat);
     return new Result(read.lsn(), read.fences(), read.tombstones());
   }
 
@@ -76,17 +76,22 @@ public final class SavepointBootstrap {
     for (SnapshotBucket bucket : snapshot.buckets()) {
       rows.add(BootstrapRow.of(bucket));
     }
-    writeRows(rows, snapshot.lsn(), snapshot.commitTime(), output, snapshot.maxParallelism(), GeometryReadOptions.defaults(),
-        GeometryFormat.WKB);
+    writeRows(rows, snapshot.lsn(), snapshot.commitTime(), snapshot.horizon(), output, snapshot.maxParallelism(),
+        GeometryReadOptions.defaults(), GeometryFormat.WKB);
     return new Result(snapshot.lsn(), snapshot.fences().size() - tombstones, tombstones);
   }
 
-  /** Writes these rows as a savepoint of the fence index, with {@code lsn} as every key group's stream position. */
-  static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, String output, int maxParallelism,
+  /**
+   * Writes these rows as a savepoint of the fence index, with {@code lsn} and its transaction
+   * {@code horizon} (0 for none) as every key group's stream position.
+   */
+  static void writeRows(List<BootstrapRow> rows, long lsn, long commitTime, long horizon, String output, int maxParallelism,
       GeometryReadOptions geometryOptions, GeometryFormat geometryFormat) throws Exception {
     FenceChange position = new FenceChange();
     position.lsn = lsn;
     position.commitTime = commitTime;
+    // A position carries its horizon in seq, as a heartbeat of the stream does.
+    position.seq = horizon;
     for (int keyGroup = 0; keyGroup < maxParallelism; keyGroup++) {
       rows.add(new BootstrapRow(position.copyForKeyGroup(keyGroup)));
     }

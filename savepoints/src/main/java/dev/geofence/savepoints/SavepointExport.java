@@ -53,8 +53,8 @@ final class SavepointExport {
           inside == null ? new String[0] : inside.memberIds, inside == null ? new long[0] : inside.memberSince));
     }
     Progress written = new Progress(progress, "write " + file + ", fences", fences.size());
-    ArrowSnapshotFile.write(file, new FenceSnapshot(inspection.restoredLsn, inspection.restoredCommitTime, inspection.maxParallelism,
-        buckets, fences), written::tick);
+    ArrowSnapshotFile.write(file, new FenceSnapshot(inspection.restoredLsn, inspection.restoredCommitTime, inspection.restoredHorizon,
+        inspection.maxParallelism, buckets, fences), written::tick);
     written.finish();
     return fences.size();
   }

@@ -56,6 +56,14 @@ public final class SavepointInspection {
   public long checksum;
   public long restoredLsn;
   public long restoredCommitTime;
+  /**
+   * The least transaction horizon of the key groups' stream positions, or 0 when a key group has
+   * none (a position of a release before it, or none at all): what narrows the key pass of a
+   * restore's catch-up (docs/design.md#catch-up).
+   */
+  public long restoredHorizon;
+  private long positions;
+  private long leastHorizon = Long.MAX_VALUE;
   public final long[] fencesPerKeyGroup;
   public final long[] fencesPerSubtask;
   /** The live fences' and the tombstones' seqs, and each bucket fingerprint's version (-1: none). */
@@ -125,6 +133,7 @@ public final class SavepointInspection {
       read.finish();
     }
     inspection.checksum = checksum.checksum();
+    inspection.restoredHorizon = inspection.positions == inspection.maxParallelism ? inspection.leastHorizon : 0;
     return inspection;
   }
 
@@ -135,6 +144,10 @@ public final class SavepointInspection {
     restoredCommitTime = Math.max(restoredCommitTime, entry.commitTime);
     if (entry.kind == FenceStateEntry.Kind.BUCKET_STATS) {
       bucketVersions[Integer.parseInt(entry.id)] = entry.seq;
+    }
+    if (entry.kind == FenceStateEntry.Kind.STREAM_POSITION) {
+      positions++;
+      leastHorizon = Math.min(leastHorizon, entry.horizon);
     }
     if (entry.kind == FenceStateEntry.Kind.MEMBERS) {
       memberships += entry.members;
@@ -170,8 +183,9 @@ public final class SavepointInspection {
     out.append(String.format(Locale.ROOT, "checksum           %d (fence_stats form)%n", checksum));
     out.append(String.format(Locale.ROOT, "vertices           %,d%n", vertices));
     out.append(String.format(Locale.ROOT, "memberships        %,d (object inside fence)%n", memberships));
-    out.append(String.format(Locale.ROOT, "stream position    %s, committed %s (%s ago)%n", Lsn.format(restoredLsn),
-        java.time.Instant.ofEpochMilli(restoredCommitTime), java.time.Duration.ofMillis(Math.max(0, now - restoredCommitTime))));
+    out.append(String.format(Locale.ROOT, "stream position    %s, committed %s (%s ago), transaction horizon %s%n",
+        Lsn.format(restoredLsn), java.time.Instant.ofEpochMilli(restoredCommitTime),
+        java.time.Duration.ofMillis(Math.max(0, now - restoredCommitTime)), restoredHorizon > 0 ? Long.toString(restoredHorizon) : "none"));
     out.append(String.format(Locale.ROOT, "held as            %,d bucket segments, %,d fences in overlays%n", segments, overlayFences));
     out.append(String.format(Locale.ROOT, "state format       fences %d, segments %d%s%s%n", StoredFenceSerializer.FORMAT_VERSION,
         FenceSegment.FORMAT_UNBUILT_GRIDS,
@@ -199,6 +213,7 @@ public final class SavepointInspection {
     root.put("memberships", memberships);
     root.put("stream_lsn", Lsn.format(restoredLsn));
     root.put("stream_commit_time", restoredCommitTime);
+    root.put("stream_horizon", restoredHorizon);
     root.put("age_ms", Math.max(0, now - restoredCommitTime));
     root.put("state_format", StoredFenceSerializer.FORMAT_VERSION);
     root.put("unreadable_fences", unreadable);

@@ -36,7 +36,7 @@ class DamagedSegmentITCase {
     List<BootstrapRow> rows = new ArrayList<>(List.of(BootstrapRow.segment(FenceBuckets.of("a"), intact),
         BootstrapRow.segment(FenceBuckets.of("b"), damaged)));
     String savepoint = temp.resolve("damaged").toString();
-    SavepointBootstrap.writeRows(rows, 16, 10, savepoint, 128, GeometryReadOptions.defaults(), GeometryFormat.WKB);
+    SavepointBootstrap.writeRows(rows, 16, 10, 0, savepoint, 128, GeometryReadOptions.defaults(), GeometryFormat.WKB);
 
     SavepointInspection inspection = SavepointInspection.read(savepoint, 1);
     assertThat(inspection.segments).isEqualTo(2);

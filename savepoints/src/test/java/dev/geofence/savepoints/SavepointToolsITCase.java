@@ -9,6 +9,7 @@ import dev.geofence.job.testing.EndToEndFixture;
 import dev.geofence.savepoints.SavepointInspection;
 import dev.geofence.state.geom.GeometryFormat;
 import dev.geofence.state.geom.GeometryReadOptions;
+import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.Lsn;
 import dev.geofence.state.snapshot.ArrowSnapshotFile;
 import dev.geofence.state.snapshot.SnapshotFence;
@@ -63,6 +64,8 @@ class SavepointToolsITCase extends EndToEndFixture {
     JsonNode json = new ObjectMapper().readTree(inspection.json(System.currentTimeMillis()));
     assertThat(json.get("fences").asLong()).isEqualTo(inspection.fences);
     assertThat(json.get("stream_lsn").asText()).isEqualTo(Lsn.format(inspection.restoredLsn));
+    assertThat(inspection.restoredHorizon).as("a heartbeat's transaction horizon, every 300 ms").isPositive();
+    assertThat(json.get("stream_horizon").asLong()).isEqualTo(inspection.restoredHorizon);
     assertThat(json.get("segments").asLong()).isEqualTo(inspection.segments);
     assertThat(inspection.table(System.currentTimeMillis())).contains("live", "subtask 2",
         String.format(java.util.Locale.ROOT, "%,d bucket segments, 0 fences in overlays", inspection.segments));
@@ -117,16 +120,30 @@ class SavepointToolsITCase extends EndToEndFixture {
     assertThat(written.segments).as("every bucket's fences written as its segment").isPositive();
     assertThat(written.overlayFences).isZero();
 
-    // Edits after the bootstrap's read: the restored job catches up on them from the slot.
+    // The read's transaction horizon is every key group's: rows last written before the read are
+    // older than it, and each row written after it is not.
+    assertThat(written.restoredHorizon).as("the read's transaction horizon").isPositive();
+    assertThat(queryLong("SELECT count(*) FROM fences WHERE age(xmin) <= age('" + written.restoredHorizon + "'::xid)")).isZero();
+    assertThat(SavepointInspection.read(savepoint, 2).table(System.currentTimeMillis()))
+        .contains("transaction horizon " + written.restoredHorizon);
+
+    // Edits after the bootstrap's read: the restored job catches up on them by reading what changed,
+    // its key pass narrowed by the bootstrap's horizon to the 8 rows written since (5 reshaped, 3
+    // created; the 3 deleted have tombstones): a pass over every row would compare all 47.
     placeFences(0, 5);
     deleteFences(5, 8);
     createFences(50, 53);
+    assertThat(queryLong("SELECT count(*) FROM fences")).isEqualTo(47);
+    catchUp = CatchUp.READ;
     JobClient job = start(2, "rocksdb", savepoint);
+    // Locations stamped before a subtask's read would be BEFORE_READ dead letters.
+    awaitHydrated(job, 2);
     moveObjects();
     threeWayCheck("bootstrapped", 100_000);
     assertTriggersAsOracle();
     assertThat(assertWarmUps(job, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
         .allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
+    assertThat(metricSum(job, "catchup_keys_compared")).as("keys compared by the read's narrowed key pass").isEqualTo(8);
     assertThat(queryLong("SELECT count(*) FROM geofence_dead_letters")).isZero();
   }
 
@@ -202,8 +219,8 @@ class SavepointToolsITCase extends EndToEndFixture {
     rows.add(gone);
     expected.put("gone", StayRules.NO_FENCE_DELAY);
     String savepoint = temp.resolve("with-delays").toString();
-    SavepointBootstrap.writeRows(rows, 0x1_0000_0040L, 1_765_000_000_000L, savepoint, 128, GeometryReadOptions.defaults(),
-        GeometryFormat.WKB);
+    SavepointBootstrap.writeRows(rows, 0x1_0000_0040L, 1_765_000_000_000L, 9_000_017L, savepoint, 128,
+        GeometryReadOptions.defaults(), GeometryFormat.WKB);
 
     Path file = temp.resolve("with-delays.arrow");
     assertThat(command(new String[] {"export", savepoint, "--to-arrow", file.toString()})).startsWith("0 exported 62 fences");
@@ -216,6 +233,10 @@ class SavepointToolsITCase extends EndToEndFixture {
     Path copied = temp.resolve("imported-with-delays.arrow");
     assertThat(command(new String[] {"export", imported, "--to-arrow", copied.toString()})).startsWith("0 exported 62 fences");
     assertThat(fencesOf(copied)).usingRecursiveComparison().isEqualTo(exported);
+    // The position's transaction horizon travels too, so that the imported savepoint's catch-up
+    // narrows its key pass as the first's would.
+    assertThat(ArrowSnapshotFile.read(file).horizon()).isEqualTo(9_000_017L);
+    assertThat(SavepointInspection.read(imported, 1).restoredHorizon).isEqualTo(9_000_017L);
   }
 
   /**

@@ -47,10 +47,12 @@ import org.apache.flink.types.StringValue;
 public final class BucketRead {
 
   /**
-   * What a read saw: where the source's WAL was when it began, the live fences and tombstones it
-   * delivered, and how long it took.
+   * What a read saw: where the source's WAL was when it began, its snapshot's transaction horizon
+   * (every transaction with a lower id had ended, so what it committed is in the read: a state
+   * written from the read may narrow a later catch-up's key pass by it, as by a heartbeat's,
+   * docs/design.md#catch-up), the live fences and tombstones it delivered, and how long it took.
    */
-  public record Result(long lsn, long fences, long tombstones, long millis) {}
+  public record Result(long lsn, long horizon, long fences, long tombstones, long millis) {}
 
   private static final int FETCH_SIZE = 2000;
   /** Buckets per query: few queries, and few rows held at once to be put in order. */
@@ -88,13 +90,16 @@ public final class BucketRead {
       // committed before this LSN (the insert position: with synchronous_commit = off the write
       // position can lie before a visible commit): the stream's records up to it are in the read.
       long lsn;
-      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
+      long horizon;
+      try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(
+          "SELECT pg_current_wal_insert_lsn()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint")) {
         r.next();
         lsn = Lsn.parse(r.getString(1));
+        horizon = r.getLong(2);
       }
       long[] counts = readBucketsWhole(db, columns, fencesQuery(db, columns), bucketIds, out);
       readFingerprints(db, columns, db.createArrayOf("int4", bucketIds), out);
-      return new Result(lsn, counts[0], counts[1], (System.nanoTime() - started) / 1_000_000);
+      return new Result(lsn, horizon, counts[0], counts[1], (System.nanoTime() - started) / 1_000_000);
     });
   }
 

@@ -474,6 +474,16 @@ public abstract class EndToEndFixture {
   }
 
   /**
+   * Waits until {@code subtasks} warm-ups of {@code job} are recorded as hydrated (ready): after a
+   * catch-up that read or loaded, the locations written next are stamped after its read, so that
+   * none is a BEFORE_READ dead letter.
+   */
+  public void awaitHydrated(JobClient job, int subtasks) throws Exception {
+    Waiting.until(subtasks + " warm-ups of " + job.getJobID() + " hydrated", PATIENCE, () -> queryLong(
+        "SELECT count(*) FROM hydration_history WHERE job_id = '" + job.getJobID() + "' AND hydrated_at IS NOT NULL") >= subtasks);
+  }
+
+  /**
    * Writes the next sentinel location, after every location so far, creating the sentinel fences it
    * is to enter first ({@link #placeSentinelFences}); returns its object. {@link #awaitEvaluated}
    * then waits for it; a history replayed without a job writes it alone.

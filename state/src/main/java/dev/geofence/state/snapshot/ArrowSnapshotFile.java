@@ -39,8 +39,8 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * the job's holds), the bounding box ({@code min_x} ... {@code max_y}), the geometry as the job
  * holds it ({@code polygon_starts}, {@code ring_starts} and flat {@code coordinates}, as {@link
  * FenceGeometry}'s arrays) and the objects inside it ({@code members}, {@code member_since}). The
- * schema's metadata carries the file format version, the stream position and its commit time, the
- * max parallelism and every bucket fingerprint with its version. Geometries read back are rebuilt
+ * schema's metadata carries the file format version, the stream position with its commit time and
+ * transaction horizon (absent from files of earlier releases: read as none, 0), the max parallelism and every bucket fingerprint with its version. Geometries read back are rebuilt
  * with {@link FenceGeometry#fromArrays}, so a corrupt file fails to read rather than answering
  * queries wrongly.
  *
@@ -61,6 +61,7 @@ public final class ArrowSnapshotFile {
   static final String FORMAT_KEY = "geofence.snapshot.format";
   static final String LSN_KEY = "geofence.stream.lsn";
   static final String COMMIT_TIME_KEY = "geofence.stream.commit_time";
+  static final String HORIZON_KEY = "geofence.stream.horizon";
   static final String MAX_PARALLELISM_KEY = "geofence.max_parallelism";
   static final String BUCKETS_KEY = "geofence.bucket_fingerprints";
   static final String DWELL_DELAY = "dwell_delay_ms";
@@ -109,6 +110,7 @@ public final class ArrowSnapshotFile {
         FORMAT_KEY, Integer.toString(delays ? FORMAT_VERSION : FORMAT_WITHOUT_DELAYS),
         LSN_KEY, Lsn.format(snapshot.lsn()),
         COMMIT_TIME_KEY, Long.toString(snapshot.commitTime()),
+        HORIZON_KEY, Long.toString(snapshot.horizon()),
         MAX_PARALLELISM_KEY, Integer.toString(snapshot.maxParallelism()),
         BUCKETS_KEY, buckets.toString());
     try (BufferAllocator allocator = new RootAllocator();
@@ -223,7 +225,7 @@ public final class ArrowSnapshotFile {
         buckets.add(new SnapshotBucket(bucket.get(0).asInt(), bucket.get(1).asLong(), bucket.get(2).asLong(), bucket.get(3).asLong()));
       }
       return new FenceSnapshot(Lsn.parse(metadata.get(LSN_KEY)), Long.parseLong(metadata.get(COMMIT_TIME_KEY)),
-          Integer.parseInt(metadata.get(MAX_PARALLELISM_KEY)), buckets, fences);
+          Long.parseLong(metadata.getOrDefault(HORIZON_KEY, "0")), Integer.parseInt(metadata.get(MAX_PARALLELISM_KEY)), buckets, fences);
     }
   }
 

@@ -73,7 +73,7 @@ class ArrowSnapshotFileTest {
     for (int b = 0; b < 4096; b++) {
       buckets.add(new SnapshotBucket(b, random.nextInt(500), random.nextLong(), random.nextInt(1 << 20)));
     }
-    FenceSnapshot written = new FenceSnapshot(0x8000_0001_0000_0ABCL, 1_764_500_000_123L, 256, buckets, fences);
+    FenceSnapshot written = new FenceSnapshot(0x8000_0001_0000_0ABCL, 1_764_500_000_123L, 4_294_967_301L, 256, buckets, fences);
     Path file = temp.resolve("fences.arrow");
     AtomicInteger ticks = new AtomicInteger();
     ArrowSnapshotFile.write(file, written, ticks::incrementAndGet);
@@ -84,6 +84,7 @@ class ArrowSnapshotFileTest {
     FenceSnapshot read = ArrowSnapshotFile.read(file);
     assertThat(read.lsn()).isEqualTo(written.lsn());
     assertThat(read.commitTime()).isEqualTo(written.commitTime());
+    assertThat(read.horizon()).isEqualTo(written.horizon());
     assertThat(read.maxParallelism()).isEqualTo(256);
     assertThat(read.buckets()).isEqualTo(buckets);
     assertThat(read.fences()).hasSameSizeAs(fences);
@@ -101,7 +102,7 @@ class ArrowSnapshotFileTest {
     FenceGeometry square = new FenceGeometryReader(GeometryReadOptions.defaults())
         .readWkt("POLYGON ((1 2, 5 2, 5 7, 1 7, 1 2))").geometry();
     Path file = temp.resolve("box.arrow");
-    ArrowSnapshotFile.write(file, new FenceSnapshot(1, 2, 128, List.of(), List.of(
+    ArrowSnapshotFile.write(file, new FenceSnapshot(1, 2, 0, 128, List.of(), List.of(
         new SnapshotFence("box", 3, false, null, StayRules.NO_FENCE_DELAY, square, new String[0], new long[0]),
         new SnapshotFence("gone", 4, true, null, StayRules.NO_FENCE_DELAY, null, new String[0], new long[0]))), () -> { });
     try (BufferAllocator allocator = new RootAllocator();
@@ -133,8 +134,9 @@ class ArrowSnapshotFileTest {
   }
 
   /**
-   * A file as a release before dwell delays wrote it (format 1, no {@code dwell_delay_ms} column)
-   * reads whole, each fence without a delay of its own.
+   * A file as a release before dwell delays wrote it (format 1, no {@code dwell_delay_ms} column,
+   * no transaction horizon) reads whole, each fence without a delay of its own, the position without
+   * a horizon.
    */
   @Test
   void aFileWrittenBeforeDwellDelaysReadsWithoutThem() throws Exception {
@@ -146,6 +148,8 @@ class ArrowSnapshotFileTest {
 
     FenceSnapshot read = ArrowSnapshotFile.read(old);
     assertThat(read.lsn()).isEqualTo(written.lsn());
+    assertThat(written.horizon()).isPositive();
+    assertThat(read.horizon()).isZero();
     assertThat(read.buckets()).isEqualTo(written.buckets());
     assertThat(read.fences()).extracting(SnapshotFence::dwellDelay).containsOnly(StayRules.NO_FENCE_DELAY);
     assertThat(read.fences()).usingRecursiveFieldByFieldElementComparatorIgnoringFields("dwellDelay")
@@ -166,7 +170,7 @@ class ArrowSnapshotFileTest {
   private static FenceSnapshot snapshot(long dwellDelay) throws Exception {
     FenceGeometry square = new FenceGeometryReader(GeometryReadOptions.defaults())
         .readWkt("POLYGON ((1 2, 5 2, 5 7, 1 7, 1 2))").geometry();
-    return new FenceSnapshot(0x1_0000_0010L, 20, 128, List.of(new SnapshotBucket(7, 1, 99, 3)), List.of(
+    return new FenceSnapshot(0x1_0000_0010L, 20, 731, 128, List.of(new SnapshotBucket(7, 1, 99, 3)), List.of(
         new SnapshotFence("live", 3, false, "t", dwellDelay, square, new String[] {"object"}, new long[] {15}),
         new SnapshotFence("gone", 4, true, null, StayRules.NO_FENCE_DELAY, null, new String[0], new long[0])));
   }
@@ -179,13 +183,17 @@ class ArrowSnapshotFileTest {
     }
   }
 
-  /** Copies {@code from} to {@code to} as a release before dwell delays wrote it: format 1, without their column. */
+  /**
+   * Copies {@code from} to {@code to} as a release before dwell delays wrote it: format 1, without
+   * their column and without the position's transaction horizon.
+   */
   private static void withoutDwellDelays(Path from, Path to) throws Exception {
     try (BufferAllocator allocator = new RootAllocator();
         ArrowFileReader reader = new ArrowFileReader(FileChannel.open(from, StandardOpenOption.READ), allocator)) {
       VectorSchemaRoot root = reader.getVectorSchemaRoot();
       Map<String, String> metadata = new HashMap<>(root.getSchema().getCustomMetadata());
       metadata.put(ArrowSnapshotFile.FORMAT_KEY, "1");
+      assertThat(metadata.remove(ArrowSnapshotFile.HORIZON_KEY)).isNotNull();
       List<FieldVector> vectors = root.getFieldVectors().stream()
           .filter(v -> !v.getName().equals(ArrowSnapshotFile.DWELL_DELAY)).toList();
       assertThat(vectors).hasSize(root.getFieldVectors().size() - 1);
