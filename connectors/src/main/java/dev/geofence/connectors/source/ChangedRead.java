@@ -2,6 +2,7 @@ package dev.geofence.connectors.source;
 
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceTableColumns;
+import dev.geofence.state.edit.HeldFences;
 import dev.geofence.state.readiness.Lsn;
 import java.sql.Array;
 import java.sql.Connection;
@@ -10,8 +11,9 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 
 /**
@@ -63,8 +65,8 @@ public final class ChangedRead {
 
   /**
    * Reads the buckets of key groups {@code [keyGroupStart, keyGroupEnd]} against {@code held} (the
-   * subtask's live fences and their seqs: a copy, which this read consumes) and hands every row to
-   * read whole to {@code out}, on the calling thread. If {@code whole}, the catch-up's load: every
+   * subtask's live fences and their seqs as of the read's start) and hands every row to read whole
+   * to {@code out}, on the calling thread. If {@code whole}, the catch-up's load: every
    * fence and tombstone of the buckets read whole, bucket by bucket as a fresh start reads them,
    * with no key pass, for a subtask that set its fences aside; {@code held} (what it held before)
    * then only holds back a tombstone no newer than the version held, whose members entered after
@@ -73,7 +75,7 @@ public final class ChangedRead {
    * @param horizon the restored state's transaction horizon, which narrows the key pass; 0 for none
    */
   public static Result read(Connection db, FenceTableColumns columns, int maxParallelism, int keyGroupStart, int keyGroupEnd,
-      Map<String, Long> held, long horizon, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
+      HeldFences held, long horizon, boolean whole, Consumer<FenceChange> out) throws SQLException, InterruptedException {
     long started = System.nanoTime();
     Integer[] owned = BucketRead.ownedBuckets(maxParallelism, keyGroupStart, keyGroupEnd);
     // The pairing's first statements run outside the read's transaction, in autocommit.
@@ -85,7 +87,7 @@ public final class ChangedRead {
     }
   }
 
-  private static Result pairedRead(Connection db, FenceTableColumns columns, Integer[] owned, Map<String, Long> held,
+  private static Result pairedRead(Connection db, FenceTableColumns columns, Integer[] owned, HeldFences held,
       long horizon, boolean whole, Consumer<FenceChange> out, long started) throws SQLException, InterruptedException {
     // The stream position the read pairs with: every transaction whose commit record lies before it
     // must be visible to the read's snapshot, so that a stream started there loses none. A commit
@@ -138,56 +140,70 @@ public final class ChangedRead {
       }
       Array buckets = db.createArrayOf("int4", owned);
       BucketRead.FencesQuery fences = BucketRead.fencesQuery(db, columns);
+      // The held fences the read meets a row of; those it does not have no row at the source at all.
+      Set<String> met = new HashSet<>();
       if (whole) {
-        long[] counts = loadWhole(db, columns, fences, owned, held, out);
+        long[] counts = loadWhole(db, columns, fences, owned, held, met, out);
         BucketRead.readFingerprints(db, columns, buckets, out);
         return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, counts[0], false, counts[0], counts[1],
-            List.copyOf(held.keySet()), 0, (System.nanoTime() - started) / 1_000_000);
+            unmet(held, met), 0, (System.nanoTime() - started) / 1_000_000);
       }
       // Tombstones of held fences first: of one deleted and re-created since, the delete reaches the
       // subtask before the new row (its members EXIT), as in a rebuild.
       long[] tombstones = new long[1];
       BucketRead.query(db, BucketRead.tombstonesQuery(columns), buckets, r -> {
         FenceChange tombstone = BucketRead.tombstone(r);
-        Long seq = held.get(tombstone.fenceId);
-        if (seq != null && seq < tombstone.seq) {
-          held.remove(tombstone.fenceId);
+        long seq = held.seqOf(tombstone.fenceId);
+        if (seq > 0 && seq < tombstone.seq) {
+          met.add(tombstone.fenceId);
           out.accept(tombstone);
           tombstones[0]++;
         }
       });
-      // The key pass: unless narrowed, what is left of the held fences afterwards has no row at the
-      // source at all.
+      // The key pass: unless narrowed, the held fences it does not meet have no row at the source.
       List<String> changed = new ArrayList<>();
       long since = narrowing(horizon, nextXid);
       long keyPassStarted = System.nanoTime();
-      long keys = keyPass(db, fences, buckets, since, held, changed);
+      long keys = keyPass(db, fences, buckets, since, held, since >= 0 ? null : met, changed);
       long keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
       readWhole(db, fences, changed, out);
       BucketRead.readFingerprints(db, columns, buckets, out);
       return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed.size(), tombstones[0],
-          since >= 0 ? List.of() : List.copyOf(held.keySet()), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
+          since >= 0 ? List.of() : unmet(held, met), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
     });
   }
 
   /**
    * Reads every live fence and tombstone of {@code owned} whole, as a fresh start does, holding back
    * each tombstone no newer than the live version {@code held} has of its fence (a delete before
-   * that version, which its members entered after); what is left of {@code held} has no row at the
-   * source at all. Returns how many live fences and tombstones went to {@code out}.
+   * that version, which its members entered after); the held fences of the rows it hands on go to
+   * {@code met}. Returns how many live fences and tombstones went to {@code out}.
    */
   private static long[] loadWhole(Connection db, FenceTableColumns columns, BucketRead.FencesQuery fences, Integer[] owned,
-      Map<String, Long> held, Consumer<FenceChange> out) throws SQLException {
+      HeldFences held, Set<String> met, Consumer<FenceChange> out) throws SQLException {
     long[] counts = new long[2];
     BucketRead.readBucketsWhole(db, columns, fences, owned, change -> {
-      Long seq = change.delete ? held.get(change.fenceId) : null;
-      if (seq == null || seq < change.seq) {
-        held.remove(change.fenceId);
+      long seq = held.seqOf(change.fenceId);
+      if (!change.delete || seq < change.seq) {
+        if (seq > 0) {
+          met.add(change.fenceId);
+        }
         counts[change.delete ? 1 : 0]++;
         out.accept(change);
       }
     });
     return counts;
+  }
+
+  /** The live fences of {@code held} not in {@code met}. */
+  private static List<String> unmet(HeldFences held, Set<String> met) {
+    List<String> unmet = new ArrayList<>();
+    held.forEachLive((id, seq) -> {
+      if (!met.contains(id)) {
+        unmet.add(id);
+      }
+    });
+    return unmet;
   }
 
   /**
@@ -202,12 +218,13 @@ public final class ChangedRead {
 
   /**
    * Scans the live fences' ids and seqs, those of rows written at or after transaction {@code
-   * since} if it is not -1: those not held at that seq go to {@code changed}; returns how many were
-   * scanned. Both ages are taken against the same transaction counter, so a row is scanned exactly
-   * when its transaction is not older than the horizon's.
+   * since} if it is not -1: those not held at that seq go to {@code changed}, and, unless {@code
+   * met} is null, the held ones to {@code met}; returns how many were scanned. Both ages are taken
+   * against the same transaction counter, so a row is scanned exactly when its transaction is not
+   * older than the horizon's.
    */
-  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, Map<String, Long> held,
-      List<String> changed) throws SQLException {
+  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, HeldFences held,
+      Set<String> met, List<String> changed) throws SQLException {
     String sql = "SELECT " + fences.id() + ", " + fences.seq() + " FROM " + fences.table() + " WHERE fence_bucket(" + fences.id()
         + ") = ANY(?)" + (since >= 0 ? " AND age(xmin) <= age(?::text::xid)" : "");
     long n = 0;
@@ -220,9 +237,12 @@ public final class ChangedRead {
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
           String id = r.getString(1);
-          Long seq = held.remove(id);
-          if (seq == null || seq != r.getLong(2)) {
+          long seq = held.seqOf(id);
+          if (seq != r.getLong(2)) {
             changed.add(id);
+          }
+          if (met != null && seq > 0) {
+            met.add(id);
           }
           n++;
         }

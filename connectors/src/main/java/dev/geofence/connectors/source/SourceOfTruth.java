@@ -3,6 +3,7 @@ package dev.geofence.connectors.source;
 import dev.geofence.connectors.cdc.FenceChange;
 import dev.geofence.connectors.cdc.FenceDecoder;
 import dev.geofence.connectors.cdc.FenceSourceOptions;
+import dev.geofence.state.edit.HeldFences;
 import dev.geofence.state.readiness.GapCheck;
 import dev.geofence.state.readiness.SlotState;
 import java.sql.Connection;
@@ -11,7 +12,6 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -148,12 +148,12 @@ public final class SourceOfTruth implements AutoCloseable {
 
   /**
    * Reads what changed in the subtask's buckets since {@code held} (its live fences and their
-   * seqs, a copy the read consumes), comparing only the rows written since {@code horizon} (the
+   * seqs as of now), comparing only the rows written since {@code horizon} (the
    * restored state's transaction horizon; 0 for none): the catch-up by read; or, if {@code whole},
    * the catch-up's load, every fence of the subtask's buckets read whole, for a subtask that set its
    * fences aside ({@link ChangedRead}).
    */
-  public void readChanged(Map<String, Long> held, long horizon, boolean whole) {
+  public void readChanged(HeldFences held, long horizon, boolean whole) {
     start(db -> inBatches(rows -> ChangedRead.read(db, source.columns(), maxParallelism, keyGroupStart, keyGroupEnd, held, horizon,
         whole, rows), result -> () -> outcomes.readChanged(result)));
   }

@@ -8,6 +8,7 @@ import dev.geofence.connectors.source.ChangedRead;
 import dev.geofence.connectors.source.Migrations;
 import dev.geofence.connectors.source.Migrations.GeometryColumn;
 import dev.geofence.connectors.source.ReplicationSlots;
+import dev.geofence.state.edit.HeldFences;
 import io.debezium.time.MicroDuration;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.math.BigDecimal;
@@ -251,7 +252,7 @@ class DwellDelayColumnTest {
   /** The live fences' delays as a catch-up of a subtask that holds none reads them: each whole. */
   private static Map<String, Long> changedRead(Connection db) throws Exception {
     Map<String, Long> delays = new HashMap<>();
-    ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), 0, false, change -> {
+    ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(Map.of()), 0, false, change -> {
       if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
         delays.put(change.fenceId, change.dwellDelay);
       }

@@ -8,6 +8,7 @@ import dev.geofence.connectors.cdc.FenceTableColumns;
 import dev.geofence.connectors.source.Migrations.GeometryColumn;
 import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.checksum.FenceChecksum;
+import dev.geofence.state.edit.HeldFences;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -63,7 +64,7 @@ class ChangedReadTest {
     Set<String> readWhole = new HashSet<>();
     Map<Integer, long[]> fingerprints = new HashMap<>();
     ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-        new HashMap<>(before), horizon, false, change -> {
+        HeldFences.ofLive(before), horizon, false, change -> {
           if (change.kind == FenceChange.Kind.BUCKET_STATS) {
             fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
           } else if (change.delete) {
@@ -114,7 +115,7 @@ class ChangedReadTest {
       Set<String> deletes = new HashSet<>();
       Map<Integer, long[]> fingerprints = new HashMap<>();
       ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), MAX_PARALLELISM, range[0], range[1],
-          new HashMap<>(before), 0, true, change -> {
+          HeldFences.ofLive(before), 0, true, change -> {
             if (change.kind == FenceChange.Kind.BUCKET_STATS) {
               fingerprints.put(change.bucket, new long[] {change.fenceCount, change.checksum});
             } else if (change.delete) {
@@ -246,7 +247,7 @@ class ChangedReadTest {
       try {
         for (int i = 0; i < 12; i++) {
           Map<String, Long> read = new HashMap<>();
-          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(), 0, false, change -> {
+          ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(Map.of()), 0, false, change -> {
             if (change.kind == FenceChange.Kind.FENCE && !change.delete) {
               read.put(change.fenceId, change.seq);
             }
@@ -315,13 +316,13 @@ class ChangedReadTest {
       Migrations.applySource(db, GeometryColumn.WKB);
       long horizon = heartbeatHorizon(db);
       for (long tooFar : new long[] {0, horizon + 1_000_000}) {
-        ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(Map.of("ghost", 4L)),
+        ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(Map.of("ghost", 4L)),
             tooFar, false, change -> {});
         assertThat(result.narrowed()).as("horizon %d", tooFar).isFalse();
         assertThat(result.missing()).containsExactly("ghost");
         assertThat(result.changed()).isZero();
       }
-      ChangedRead.Result narrowed = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, new HashMap<>(Map.of("ghost", 4L)),
+      ChangedRead.Result narrowed = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(Map.of("ghost", 4L)),
           horizon, false, change -> {});
       assertThat(narrowed.narrowed()).isTrue();
       assertThat(narrowed.missing()).isEmpty();

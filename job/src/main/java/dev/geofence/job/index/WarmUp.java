@@ -6,6 +6,7 @@ import dev.geofence.connectors.source.BucketRead;
 import dev.geofence.connectors.source.ChangedRead;
 import dev.geofence.connectors.source.SourceOfTruth;
 import dev.geofence.state.checksum.FenceBuckets;
+import dev.geofence.state.edit.HeldFences;
 import dev.geofence.state.ledger.FenceLedger;
 import dev.geofence.state.readiness.CatchUp;
 import dev.geofence.state.readiness.CatchUpChoice;
@@ -18,9 +19,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.function.LongConsumer;
 import java.util.stream.Collectors;
 import org.apache.flink.streaming.runtime.tasks.ProcessingTimeService;
@@ -71,7 +70,7 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
    * The live fences and seqs held before a catch-up's load set them aside, until the load is
    * complete (kept across its retries: the ledger no longer knows them); null otherwise.
    */
-  private Map<String, Long> heldBeforeLoad;
+  private HeldFences heldBeforeLoad;
   /**
    * Why the catch-up loads, as decided before the restore read the fences, which it then read only
    * where they have members; null if it read them all.
@@ -204,20 +203,21 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       LOG.info("Waiting for the coordinator to have the job's slot ready before the {}", decision.path().label());
     } else if (readiness.isReadingChanged() && decision.path() == CatchUp.LOAD) {
       if (heldBeforeLoad == null) {
-        heldBeforeLoad = ledger.fences().liveSeqs();
+        heldBeforeLoad = ledger.fences().held();
+        long setAside = ledger.fences().liveCount();
         // Set aside before the read: every fence then comes as into a fresh start's empty index,
         // not as a replacement of a restored one (about twice the cost each).
         ledger.clearFences();
         // Those the restore left unread are set aside with them: none is left to read.
         readLeftFences = null;
-        LOG.info("Set aside the {} restored fences to load this subtask's buckets anew from the source", heldBeforeLoad.size());
+        LOG.info("Set aside the {} restored fences to load this subtask's buckets anew from the source", setAside);
       }
       read = SourceRead.ofAllBuckets();
-      source.readChanged(new HashMap<>(heldBeforeLoad), 0, true);
+      source.readChanged(heldBeforeLoad, 0, true);
     } else if (readiness.isReadingChanged()) {
-      // The fences held now, copied for the read's thread: what the stream applied since counts.
+      // The fences held now, for the read's thread: what the stream applied since counts.
       read = SourceRead.ofAllBuckets();
-      source.readChanged(ledger.fences().liveSeqs(), horizon, false);
+      source.readChanged(ledger.fences().held(), horizon, false);
     } else {
       recorder.enter(LoadPhase.GAP_CHECK);
       source.checkGap(restoredLsn);

@@ -65,7 +65,7 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
       }
       return Queued.of(stored.asEdit(fenceId, EditOrigin.STREAM));
     }
-    return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(StoredStateSerializers.FORMAT_VERSION, in));
+    return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(StoredStateSerializers.FINGERPRINT_FORMAT_VERSION, in));
   }
 
   @Override

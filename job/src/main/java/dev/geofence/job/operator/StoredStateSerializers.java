@@ -22,7 +22,8 @@ import org.apache.flink.core.memory.DataOutputView;
  */
 public final class StoredStateSerializers {
 
-  public static final byte FORMAT_VERSION = 1;
+  /** A fingerprint's format. */
+  public static final byte FINGERPRINT_FORMAT_VERSION = 1;
   /** A position's format: 2 since it carries the transaction horizon. */
   public static final byte POSITION_FORMAT_VERSION = 2;
 
@@ -36,7 +37,7 @@ public final class StoredStateSerializers {
     public static final FingerprintSerializer INSTANCE = new FingerprintSerializer();
 
     private FingerprintSerializer() {
-      super("bucket fingerprint", FORMAT_VERSION);
+      super("bucket fingerprint", FINGERPRINT_FORMAT_VERSION);
     }
 
     @Override

@@ -168,29 +168,13 @@ public final class FenceSet {
     return ids;
   }
 
-  /** The live fences and their seqs, a copy (for a catch-up's read of what changed, on another thread). */
-  public Map<String, Long> liveSeqs() {
-    Map<String, Long> seqs = new HashMap<>((int) Math.min(Integer.MAX_VALUE, liveCount() * 4 / 3 + 16));
-    forEachLive(seqs::put);
-    return seqs;
+  /** The live fences and their seqs as of now, for a catch-up's read of what changed, on another thread. */
+  public HeldFences held() {
+    return HeldFences.of(versions, segments);
   }
 
   private void forEachLive(BiConsumer<String, Long> live) {
-    versions.forEach((id, stored) -> {
-      if (stored > 0) {
-        live.accept(id, stored);
-      }
-    });
-    for (FenceSegment segment : segments.values()) {
-      for (int i = 0; i < segment.size(); i++) {
-        if (!segment.deleted(i)) {
-          String id = segment.id(i);
-          if (!versions.containsKey(id)) {
-            live.accept(id, segment.seq(i));
-          }
-        }
-      }
-    }
+    HeldFences.forEachLive(versions, segments.values().toArray(new FenceSegment[0]), live);
   }
 
   public FenceIndex index() {

@@ -276,27 +276,14 @@ class FenceSetTest {
   @Test
   void aSetLoadedFromSegmentsBehavesAsOneRestoredFenceByFence() {
     SplittableRandom random = new SplittableRandom(36);
-    Map<String, StoredFence> stored = new HashMap<>();
-    for (int k = 0; k < 400; k++) {
-      long seq = 1 + random.nextInt(5);
-      int kind = random.nextInt(10);
-      stored.put("f" + k, kind == 0 ? new StoredFence(seq, true, null, null, StayRules.NO_FENCE_DELAY, 7, 8)
-          : kind == 1 ? new StoredFence(seq, false, null, "t", StayRules.NO_FENCE_DELAY, 7, 8)
-          : new StoredFence(seq, false, shapes[random.nextInt(shapes.length)], kind % 2 == 0 ? "t" : null, StayRules.NO_FENCE_DELAY, 7, 8));
-    }
+    Map<String, StoredFence> stored = storedFences(random);
     FenceSet byFence = new FenceSet(new FenceIndex());
     stored.forEach((id, fence) -> byFence.apply(fence.asSnapshotEdit(id)));
-    FenceSet bySegment = new FenceSet(new FenceIndex());
-    Map<Integer, Map<String, StoredFence>> buckets = new HashMap<>();
-    stored.forEach((id, fence) -> buckets.computeIfAbsent(FenceBuckets.of(id), b -> new HashMap<>()).put(id, fence));
-    buckets.forEach((bucket, fences) -> bySegment.load(bucket, FenceSegment.read(StoredFence.segment(fences))));
+    FenceSet bySegment = loadedAsSegments(stored);
     assertThat(bySegment.liveCount()).isEqualTo(byFence.liveCount());
     int applied = 0;
     for (int step = 0; step < 5_000; step++) {
-      String id = "f" + random.nextInt(450);
-      // Duplicates, stale edits, the next seq, and gaps.
-      long seq = Math.max(1, byFence.seqOf(id) + random.nextInt(-1, 3));
-      FenceEdit edit = random.nextInt(4) == 0 ? delete(id, seq) : upsert(id, seq, random.nextInt(shapes.length));
+      FenceEdit edit = randomEdit(random, byFence);
       EditOutcome expected = byFence.apply(edit);
       assertThat(bySegment.apply(edit)).as("step %d: %s", step, edit).isEqualTo(expected);
       applied += expected == EditOutcome.APPLIED ? 1 : 0;
@@ -316,6 +303,73 @@ class FenceSetTest {
         assertThat(bySegment.index().covering(x, y, null)).containsExactlyInAnyOrderElementsOf(byFence.index().covering(x, y, null));
       }
     }
+  }
+
+  /**
+   * What a set held when asked ({@link FenceSet#held}, for a catch-up's read on another thread) is
+   * what it held then, fence by fence, whatever the set applies or clears afterwards: over segments
+   * with edits since, and fence by fence.
+   */
+  @Test
+  void whatASetHeldStaysAsItWasWhileTheSetGoesOn() {
+    SplittableRandom random = new SplittableRandom(41);
+    Map<String, StoredFence> stored = storedFences(random);
+    FenceSet byFence = new FenceSet(new FenceIndex());
+    stored.forEach((id, fence) -> byFence.apply(fence.asSnapshotEdit(id)));
+    for (FenceSet set : List.of(loadedAsSegments(stored), byFence)) {
+      for (int step = 0; step < 1_000; step++) {
+        set.apply(randomEdit(random, set));
+      }
+      Map<String, Long> live = new HashMap<>();
+      for (int k = 0; k < 450; k++) {
+        if (set.isLive("f" + k)) {
+          live.put("f" + k, set.seqOf("f" + k));
+        }
+      }
+      assertThat(live).hasSizeGreaterThan(100).hasSizeLessThan(450);
+      HeldFences held = set.held();
+      for (int step = 0; step < 1_000; step++) {
+        set.apply(randomEdit(random, set));
+      }
+      set.clear();
+      for (int k = 0; k < 450; k++) {
+        assertThat(held.seqOf("f" + k)).as("f%d", k).isEqualTo(live.getOrDefault("f" + k, 0L));
+      }
+      Map<String, Long> told = new HashMap<>();
+      held.forEachLive((id, seq) -> assertThat(told.put(id, seq)).as("%s told once", id).isNull());
+      assertThat(told).isEqualTo(live);
+    }
+    assertThat(HeldFences.ofLive(Map.of("a", 3L)).seqOf("a")).isEqualTo(3);
+    assertThat(HeldFences.ofLive(Map.of("a", 3L)).seqOf("b")).isZero();
+  }
+
+  /** 400 stored fences: live with a shape, live with a geometry refused, tombstones. */
+  private static Map<String, StoredFence> storedFences(SplittableRandom random) {
+    Map<String, StoredFence> stored = new HashMap<>();
+    for (int k = 0; k < 400; k++) {
+      long seq = 1 + random.nextInt(5);
+      int kind = random.nextInt(10);
+      stored.put("f" + k, kind == 0 ? new StoredFence(seq, true, null, null, StayRules.NO_FENCE_DELAY, 7, 8)
+          : kind == 1 ? new StoredFence(seq, false, null, "t", StayRules.NO_FENCE_DELAY, 7, 8)
+          : new StoredFence(seq, false, shapes[random.nextInt(shapes.length)], kind % 2 == 0 ? "t" : null, StayRules.NO_FENCE_DELAY, 7, 8));
+    }
+    return stored;
+  }
+
+  /** A set that loaded {@code stored} bucket by bucket as segments, as a restore does. */
+  private static FenceSet loadedAsSegments(Map<String, StoredFence> stored) {
+    FenceSet set = new FenceSet(new FenceIndex());
+    Map<Integer, Map<String, StoredFence>> buckets = new HashMap<>();
+    stored.forEach((id, fence) -> buckets.computeIfAbsent(FenceBuckets.of(id), b -> new HashMap<>()).put(id, fence));
+    buckets.forEach((bucket, fences) -> set.load(bucket, FenceSegment.read(StoredFence.segment(fences))));
+    return set;
+  }
+
+  /** An edit of one of 450 fences: duplicates, stale edits, the next seq, and gaps, a quarter of them deletes. */
+  private static FenceEdit randomEdit(SplittableRandom random, FenceSet set) {
+    String id = "f" + random.nextInt(450);
+    long seq = Math.max(1, set.seqOf(id) + random.nextInt(-1, 3));
+    return random.nextInt(4) == 0 ? delete(id, seq) : upsert(id, seq, random.nextInt(shapes.length));
   }
 
   private static FenceEdit upsert(String id, long seq, int shape) {
