@@ -329,6 +329,38 @@ class ChangedReadTest {
     }
   }
 
+  /**
+   * A read, and a load, end by writing the heartbeat row: with nothing else written, a stream from
+   * the read's position brings a heartbeat committed after it, so the subtask is ready as soon as
+   * the stream starts rather than at the job's next heartbeat.
+   */
+  @Test
+  void aReadEndsWithAHeartbeatBeyondItsPosition() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      Migrations.applySource(db, GeometryColumn.WKB);
+      byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
+      edit(db, new SplittableRandom(5), square, 50, 0);
+      s.execute("SELECT pg_create_logical_replication_slot('after_read', 'test_decoding')");
+      for (boolean whole : new boolean[] {false, true}) {
+        ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(Map.of()), 0, whole,
+            change -> {});
+        // Decoding stops at the WAL flushed so far (the server commits asynchronously).
+        s.execute("CHECKPOINT");
+        List<String> after = new java.util.ArrayList<>();
+        try (ResultSet r = s.executeQuery("SELECT lsn::text, data FROM pg_logical_slot_get_changes('after_read', NULL, NULL)")) {
+          while (r.next()) {
+            if (Long.compareUnsigned(dev.geofence.state.readiness.Lsn.parse(r.getString(1)), result.lsn()) > 0) {
+              after.add(r.getString(2));
+            }
+          }
+        }
+        assertThat(after).as("the stream after the %s's position", whole ? "load" : "read")
+            .anyMatch(data -> data.startsWith("table public.fence_heartbeat: "));
+      }
+    }
+  }
+
   /** {@code n} random edits: creates of new ids from {@code firstNew}, reshapes, deletes, re-creations of deleted ids. */
   private static void edit(Connection db, SplittableRandom random, byte[] wkb, int n, int firstNew) throws Exception {
     try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?) ON CONFLICT (id) DO NOTHING");
