@@ -163,7 +163,7 @@ public final class ChangedRead {
       }
       Array buckets = db.createArrayOf("int4", owned);
       BucketRead.FencesQuery fences = BucketRead.fencesQuery(db, columns);
-      // The held fences the read meets a row of; those it does not have no row at the source at all.
+      // The fences the read meets a row of; the held ones it does not meet have no row at the source.
       Set<String> met = new HashSet<>();
       if (whole) {
         long[] counts = loadWhole(db, columns, fences, owned, held, met, out);
@@ -199,18 +199,16 @@ public final class ChangedRead {
   /**
    * Reads every live fence and tombstone of {@code owned} whole, as a fresh start does, holding back
    * each tombstone no newer than the live version {@code held} has of its fence (a delete before
-   * that version, which its members entered after); the held fences of the rows it hands on go to
-   * {@code met}. Returns how many live fences and tombstones went to {@code out}.
+   * that version, which its members entered after); the ids of the rows it hands on go to {@code
+   * met} (a held fence is looked up only for a tombstone: a load reads every fence of its buckets).
+   * Returns how many live fences and tombstones went to {@code out}.
    */
   private static long[] loadWhole(Connection db, FenceTableColumns columns, BucketRead.FencesQuery fences, Integer[] owned,
       HeldFences held, Set<String> met, Consumer<FenceChange> out) throws SQLException {
     long[] counts = new long[2];
     BucketRead.readBucketsWhole(db, columns, fences, owned, change -> {
-      long seq = held.seqOf(change.fenceId);
-      if (!change.delete || seq < change.seq) {
-        if (seq > 0) {
-          met.add(change.fenceId);
-        }
+      if (!change.delete || held.seqOf(change.fenceId) < change.seq) {
+        met.add(change.fenceId);
         counts[change.delete ? 1 : 0]++;
         out.accept(change);
       }
@@ -242,7 +240,7 @@ public final class ChangedRead {
   /**
    * Scans the live fences' ids and seqs, those of rows written at or after transaction {@code
    * since} if it is not -1: those not held at that seq go to {@code changed}, and, unless {@code
-   * met} is null, the held ones to {@code met}; returns how many were scanned. Both ages are taken
+   * met} is null, every one to {@code met}; returns how many were scanned. Both ages are taken
    * against the same transaction counter, so a row is scanned exactly when its transaction is not
    * older than the horizon's.
    */
@@ -264,7 +262,7 @@ public final class ChangedRead {
           if (seq != r.getLong(2)) {
             changed.add(id);
           }
-          if (met != null && seq > 0) {
+          if (met != null) {
             met.add(id);
           }
           n++;

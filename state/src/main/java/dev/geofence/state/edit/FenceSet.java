@@ -1,6 +1,5 @@
 package dev.geofence.state.edit;
 
-import dev.geofence.state.checksum.FenceBuckets;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
@@ -9,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.BiConsumer;
+import java.util.function.IntFunction;
 
 /**
  * A subtask's fences as the edit semantics define them: the stored version of every fence it has
@@ -38,6 +38,7 @@ public final class FenceSet {
   private final Map<String, Long> versions = new HashMap<>();
   /** The buckets loaded as segments: the versions of their fences not edited since. */
   private final Map<Integer, FenceSegment> segments = new HashMap<>();
+  private final IntFunction<FenceSegment> segmentOf = segments::get;
   private final FenceIndex index;
   private long live;
 
@@ -140,13 +141,7 @@ public final class FenceSet {
 
   /** The stored seq, negated for a tombstone; null for a fence never seen. */
   private Long stored(String id) {
-    Long stored = versions.get(id);
-    if (stored != null || segments.isEmpty()) {
-      return stored;
-    }
-    FenceSegment segment = segments.get(FenceBuckets.of(id));
-    int i = segment == null ? -1 : segment.positionOf(id);
-    return i < 0 ? null : segment.deleted(i) ? -segment.seq(i) : segment.seq(i);
+    return HeldFences.stored(versions, segments.isEmpty() ? null : segmentOf, id);
   }
 
   /** The stored seq of the fence (live or tombstone), 0 if never seen. */

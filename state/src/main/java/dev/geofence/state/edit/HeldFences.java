@@ -5,6 +5,7 @@ import dev.geofence.state.segment.FenceSegment;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.function.BiConsumer;
+import java.util.function.IntFunction;
 
 /**
  * The live fences a {@link FenceSet} held at one moment, with their seqs, for a catch-up's read of
@@ -22,10 +23,13 @@ public final class HeldFences {
   private final Map<String, Long> versions;
   /** The segments by bucket; null where a bucket has none. */
   private final FenceSegment[] segments;
+  /** A bucket's segment, or null if no bucket has one. */
+  private final IntFunction<FenceSegment> segmentOf;
 
   private HeldFences(Map<String, Long> versions, FenceSegment[] segments) {
     this.versions = versions;
     this.segments = segments;
+    this.segmentOf = segments.length == 0 ? null : bucket -> segments[bucket];
   }
 
   /** What {@code versions} and {@code segments} hold now (each copied: the caller goes on changing them). */
@@ -42,13 +46,22 @@ public final class HeldFences {
 
   /** The seq of the live fence held under {@code id}, or 0 if none is (never seen, or deleted). */
   public long seqOf(String id) {
-    Long stored = versions.get(id);
-    if (stored == null && segments.length > 0) {
-      FenceSegment segment = segments[FenceBuckets.of(id)];
-      int i = segment == null ? -1 : segment.positionOf(id);
-      stored = i < 0 ? null : segment.deleted(i) ? -segment.seq(i) : segment.seq(i);
-    }
+    Long stored = stored(versions, segmentOf, id);
     return stored == null || stored < 0 ? 0 : stored;
+  }
+
+  /**
+   * The stored seq of {@code id} in {@code versions}, else in the segment of its bucket ({@code
+   * segmentOf}: null if no bucket has one), negated for a tombstone; null for a fence never seen.
+   */
+  static Long stored(Map<String, Long> versions, IntFunction<FenceSegment> segmentOf, String id) {
+    Long stored = versions.get(id);
+    if (stored != null || segmentOf == null) {
+      return stored;
+    }
+    FenceSegment segment = segmentOf.apply(FenceBuckets.of(id));
+    int i = segment == null ? -1 : segment.positionOf(id);
+    return i < 0 ? null : segment.deleted(i) ? -segment.seq(i) : segment.seq(i);
   }
 
   /** Each live fence and its seq. */
