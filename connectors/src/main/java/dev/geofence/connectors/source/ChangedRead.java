@@ -34,8 +34,9 @@ import org.slf4j.LoggerFactory;
  * the key pass scans only the rows written by a transaction at or after it (by each row's {@code
  * xmin}: an update writes a new row version): every other row was committed before the heartbeat
  * the state holds, so the state holds it at its seq. The rows are still read from the heap, but
- * the bucket function and the transfer are spared for all but those rows. Held fences the source
- * has no row of at all are then not told: every delete under the source contract leaves a
+ * the bucket function and the transfer are spared for all but those rows, and those it reads whole
+ * in the same scan, since nearly all of them changed. Held fences the source has no row of at all
+ * are then not told: every delete under the source contract leaves a
  * tombstone, read as before; a row removed with the triggers disabled (outside the contract,
  * docs/source-contract.md) is seen only by a pass over every row.
  */
@@ -54,7 +55,9 @@ public final class ChangedRead {
   public record Result(long lsn, long streamFrom, long readTime, long keys, boolean narrowed, long changed, long tombstones,
       List<String> missing, long keyPassMillis, long millis) {}
 
-  private static final int FETCH_SIZE = 10_000;
+  /** Rows per fetch of the key pass (an id and a seq each); whole rows come {@value #ROWS_FETCH_SIZE} to a fetch. */
+  private static final int KEYS_FETCH_SIZE = 10_000;
+  private static final int ROWS_FETCH_SIZE = 2_000;
   /** How long the read waits for the transactions committing as its stream position was read to become visible. */
   private static final long PAIRING_PATIENCE_MS = 2_000;
   private static final long PAIRING_POLL_MS = 10;
@@ -183,15 +186,27 @@ public final class ChangedRead {
           tombstones[0]++;
         }
       });
-      // The key pass: unless narrowed, the held fences it does not meet have no row at the source.
-      List<String> changed = new ArrayList<>();
       long since = narrowing(horizon, nextXid);
       long keyPassStarted = System.nanoTime();
-      long keys = keyPass(db, fences, buckets, since, held, since >= 0 ? null : met, changed);
-      long keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
-      readWhole(db, fences, changed, out);
+      long keys;
+      long changed;
+      long keyPassMillis;
+      if (since >= 0) {
+        // Narrowed, the pass reads the changed rows whole as it meets them: its time includes theirs.
+        long[] counts = narrowedPass(db, fences, buckets, since, held, out);
+        keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
+        keys = counts[0];
+        changed = counts[1];
+      } else {
+        // The key pass over every row: the held fences it does not meet have no row at the source.
+        List<String> ids = new ArrayList<>();
+        keys = keyPass(db, fences, buckets, held, met, ids);
+        keyPassMillis = (System.nanoTime() - keyPassStarted) / 1_000_000;
+        readWhole(db, fences, ids, out);
+        changed = ids.size();
+      }
       BucketRead.readFingerprints(db, columns, buckets, out);
-      return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed.size(), tombstones[0],
+      return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed, tombstones[0],
           since >= 0 ? List.of() : unmet(held, met), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
     });
   }
@@ -238,38 +253,60 @@ public final class ChangedRead {
   }
 
   /**
-   * Scans the live fences' ids and seqs, those of rows written at or after transaction {@code
-   * since} if it is not -1: those not held at that seq go to {@code changed}, and, unless {@code
-   * met} is null, every one to {@code met}; returns how many were scanned. Both ages are taken
-   * against the same transaction counter, so a row is scanned exactly when its transaction is not
-   * older than the horizon's.
+   * Scans the ids and seqs of every live fence of {@code buckets}: those not held at that seq go to
+   * {@code changed}, every one to {@code met}; returns how many were scanned.
    */
-  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, HeldFences held,
-      Set<String> met, List<String> changed) throws SQLException {
+  private static long keyPass(Connection db, BucketRead.FencesQuery fences, Array buckets, HeldFences held, Set<String> met,
+      List<String> changed) throws SQLException {
     String sql = "SELECT " + fences.id() + ", " + fences.seq() + " FROM " + fences.table() + " WHERE fence_bucket(" + fences.id()
-        + ") = ANY(?)" + (since >= 0 ? " AND age(xmin) <= age(?::text::xid)" : "");
+        + ") = ANY(?)";
     long n = 0;
     try (PreparedStatement s = db.prepareStatement(sql)) {
       s.setArray(1, buckets);
-      if (since >= 0) {
-        s.setString(2, Long.toString(since));
-      }
-      s.setFetchSize(FETCH_SIZE);
+      s.setFetchSize(KEYS_FETCH_SIZE);
       try (ResultSet r = s.executeQuery()) {
         while (r.next()) {
           String id = r.getString(1);
-          long seq = held.seqOf(id);
-          if (seq != r.getLong(2)) {
+          if (held.seqOf(id) != r.getLong(2)) {
             changed.add(id);
           }
-          if (met != null) {
-            met.add(id);
-          }
+          met.add(id);
           n++;
         }
       }
     }
     return n;
+  }
+
+  /**
+   * The pass narrowed by the transaction horizon: scans the live fences of {@code buckets} written
+   * at or after transaction {@code since}, and hands on whole, in the same scan, those not held at
+   * their seq. Nearly every row it scans changed since the state (all but those written between
+   * the horizon and the state's position), so it reads them whole as it meets them rather than
+   * looking each up again by its key: after an hour's edits at 1.2 M fences, that second read took
+   * 2.4 s of a subtask's 5 s read, 27,000 lookups by the primary key against one scan of the heap
+   * (docs/performance/journal.md, "2026-12-07: the narrowed pass reads the changed rows whole").
+   * Both ages are taken against the same transaction counter, so a row is scanned exactly when its
+   * transaction is not older than the horizon's. Returns how many rows it scanned and handed on.
+   */
+  private static long[] narrowedPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, HeldFences held,
+      Consumer<FenceChange> out) throws SQLException {
+    long[] counts = new long[2];
+    try (PreparedStatement s = db.prepareStatement(fences.ofBuckets() + " AND age(xmin) <= age(?::text::xid)")) {
+      s.setArray(1, buckets);
+      s.setString(2, Long.toString(since));
+      s.setFetchSize(ROWS_FETCH_SIZE);
+      try (ResultSet r = s.executeQuery()) {
+        while (r.next()) {
+          counts[0]++;
+          if (held.seqOf(r.getString(1)) != r.getLong(2)) {
+            counts[1]++;
+            out.accept(fences.row(r));
+          }
+        }
+      }
+    }
+    return counts;
   }
 
   /** Reads the rows of {@code ids} whole, {@value #IDS_PER_QUERY} to a query, by the table's primary key. */
