@@ -200,7 +200,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private final int[] overlayPuts = new int[FenceBuckets.COUNT];
   /** Per bucket of this subtask, whether {@link #readFences} left it unread (and nothing has read or set it aside since). */
   private final boolean[] unread = new boolean[FenceBuckets.COUNT];
-  /** Per bucket, whether {@link #readFences} found a segment stored for it (or left it unread, not knowing). */
+  /** Per bucket, whether {@link #readFences} found a segment stored for it (or left it unread, not knowing, until it is set aside). */
   private final boolean[] restoredSegment = new boolean[FenceBuckets.COUNT];
   private long segmentsRewritten;
   private final MapState<String, Long> members;
@@ -286,8 +286,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
       ownBuckets[bucket] = FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup());
       unread[bucket] = ownBuckets[bucket] && !read.test(bucket);
       if (unread[bucket]) {
-        // What the bucket stores is not known: a load's fences go into its overlay, and setting
-        // it aside clears the overlay unless it is known to be empty.
+        // What the bucket stores is not known: until it is set aside, fences go into its overlay,
+        // and setting it aside clears the overlay unless it is known to be empty.
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
         restoredSegment[bucket] = true;
         Integer puts = overlayPutsState.value();
@@ -527,6 +527,11 @@ public final class FenceIndexState implements LedgerStore, Membership {
         overlayPutsState.clear();
         segmentSizes[bucket] = 0;
         overlayPuts[bucket] = 0;
+        if (unread[bucket]) {
+          // Set aside unread (a load decided before the restore read it), it now stores nothing
+          // and takes its segment at once, as a fresh start's bucket does (intoEmptyBuckets).
+          restoredSegment[bucket] = false;
+        }
         unread[bucket] = false;
       }
     }
@@ -611,9 +616,13 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * that reads them back and deletes them (a fresh start's savepoint still carried those deletes:
    * 3.8 GB where the segments are 2.06, docs/performance/journal.md). Building the grids here
    * would slow a cold start by a third. A bucket with a removal held is left to the overlay, and
-   * so is one whose segment the restore found, even once set aside for a catch-up's load: a new
+   * so is one whose segment the restore read, even once set aside for a catch-up's load: a new
    * segment under the same key had RocksDB's compactions rewrite the restored ones, and a day-old
-   * savepoint's load took 2.5 s longer (docs/performance/journal.md).
+   * savepoint's load took 2.5 s longer (docs/performance/journal.md, 2026-12-06). One the restore
+   * left unread takes its overlay until it is set aside (what it stores is not known), and its
+   * segment at once after: side by side, a day-old savepoint's load decided before the restore
+   * read the fences took 3.3 to 3.6 s less per subtask so than with a put per fence (journal,
+   * "2026-12-07: a load decided before the restore writes its buckets as segments").
    */
   private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() {
     // In the order held, which a load's is RocksDB's key order: a memtable filled in that order

@@ -339,6 +339,37 @@ class FenceIndexStateTest {
       assertThat(holder.segment(FenceBuckets.of(inRestored))).isNull();
       assertThat(holder.inSegment(inNew).seq()).isEqualTo(1);
     }
+    // Left unread (a load decided before the restore reads the fences): what a bucket stores is
+    // not known, so a fence into it goes into its overlay, never over its segment; once set
+    // aside, a bucket takes its segment at once, as a fresh start's does.
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.initializeState(snapshot);
+      Holder holder = (Holder) harness.getOperator();
+      FenceIndexState state = state(harness);
+      state.readFences(128, KeyGroupRange.of(0, 127), b -> false, new Reading() {
+        @Override
+        public void fence(int b, String id, StoredFence stored) {
+          throw new AssertionError("no fence read: " + id);
+        }
+      });
+      // Two buckets of the load's that hold their segments (neither the removal's nor that of earlier's).
+      List<String> withSegments = ids.stream().filter(id -> FenceBuckets.of(id) != FenceBuckets.of(removed)
+          && FenceBuckets.of(id) != FenceBuckets.of(earlier.get(0))).toList();
+      String before = withSegments.get(0);
+      String after = withSegments.stream().filter(id -> FenceBuckets.of(id) != FenceBuckets.of(before)).findFirst().orElseThrow();
+      byte[] storedSegment = holder.segment(FenceBuckets.of(before));
+      assertThat(storedSegment).isNotNull();
+      state.fence(before, StoredFence.of(20, false, square, "t", StayRules.NO_FENCE_DELAY, 20));
+      state.flush();
+      assertThat(holder.stored(FenceBuckets.of(before), before).seq()).isEqualTo(20);
+      assertThat(holder.segment(FenceBuckets.of(before))).as("the unread bucket's segment untouched").isEqualTo(storedSegment);
+      state.clearFences();
+      state.fence(after, StoredFence.of(21, false, square, "t", StayRules.NO_FENCE_DELAY, 21));
+      state.flush();
+      assertThat(holder.stored(FenceBuckets.of(after), after)).as("not one put per fence").isNull();
+      assertThat(holder.inSegment(after).seq()).isEqualTo(21);
+      assertThat(FenceSegment.read(holder.segment(FenceBuckets.of(after))).size()).as("the bucket set aside holds only it").isEqualTo(1);
+    }
   }
 
   /**
