@@ -621,7 +621,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
    * savepoint's load took 2.5 s longer (docs/performance/journal.md, 2026-12-06). One the restore
    * left unread takes its overlay until it is set aside (what it stores is not known), and its
    * segment at once after: side by side, a day-old savepoint's load decided before the restore
-   * read the fences took 3.3 to 3.6 s less per subtask so than with a put per fence (journal,
+   * read the fences took 3.3 to 3.6 s less per subtask than with a put per fence (journal,
    * "2026-12-07: a load decided before the restore writes its buckets as segments").
    */
   private Map<Integer, Map<String, StoredFence>> intoEmptyBuckets() {
