@@ -55,9 +55,8 @@ public final class ChangedRead {
   public record Result(long lsn, long streamFrom, long readTime, long keys, boolean narrowed, long changed, long tombstones,
       List<String> missing, long keyPassMillis, long millis) {}
 
-  /** Rows per fetch of the key pass (an id and a seq each); whole rows come {@value #ROWS_FETCH_SIZE} to a fetch. */
+  /** Rows per fetch of the key pass (an id and a seq each); whole rows come as {@link BucketRead#query} fetches them. */
   private static final int KEYS_FETCH_SIZE = 10_000;
-  private static final int ROWS_FETCH_SIZE = 2_000;
   /** How long the read waits for the transactions committing as its stream position was read to become visible. */
   private static final long PAIRING_PATIENCE_MS = 2_000;
   private static final long PAIRING_POLL_MS = 10;
@@ -292,20 +291,13 @@ public final class ChangedRead {
   private static long[] narrowedPass(Connection db, BucketRead.FencesQuery fences, Array buckets, long since, HeldFences held,
       Consumer<FenceChange> out) throws SQLException {
     long[] counts = new long[2];
-    try (PreparedStatement s = db.prepareStatement(fences.ofBuckets() + " AND age(xmin) <= age(?::text::xid)")) {
-      s.setArray(1, buckets);
-      s.setString(2, Long.toString(since));
-      s.setFetchSize(ROWS_FETCH_SIZE);
-      try (ResultSet r = s.executeQuery()) {
-        while (r.next()) {
-          counts[0]++;
-          if (held.seqOf(r.getString(1)) != r.getLong(2)) {
-            counts[1]++;
-            out.accept(fences.row(r));
-          }
-        }
+    // The horizon is a number the read computed (narrowing), written into the statement as one.
+    counts[0] = BucketRead.query(db, fences.ofBuckets() + " AND age(xmin) <= age('" + since + "'::xid)", buckets, r -> {
+      if (held.seqOf(r.getString(1)) != r.getLong(2)) {
+        counts[1]++;
+        out.accept(fences.row(r));
       }
-    }
+    });
     return counts;
   }
 

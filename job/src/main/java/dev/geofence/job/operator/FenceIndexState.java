@@ -200,7 +200,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private final int[] overlayPuts = new int[FenceBuckets.COUNT];
   /** Per bucket of this subtask, whether {@link #readFences} left it unread (and nothing has read or set it aside since). */
   private final boolean[] unread = new boolean[FenceBuckets.COUNT];
-  /** Per bucket, whether {@link #readFences} found a segment stored for it (or left it unread, not knowing, until it is set aside). */
+  /** Per bucket, whether {@link #readFences} (or {@link #readLeftFences}) found a segment stored for it. */
   private final boolean[] restoredSegment = new boolean[FenceBuckets.COUNT];
   private long segmentsRewritten;
   private final MapState<String, Long> members;
@@ -286,10 +286,9 @@ public final class FenceIndexState implements LedgerStore, Membership {
       ownBuckets[bucket] = FenceBuckets.inKeyGroups(bucket, maxParallelism, keyGroups.getStartKeyGroup(), keyGroups.getEndKeyGroup());
       unread[bucket] = ownBuckets[bucket] && !read.test(bucket);
       if (unread[bucket]) {
-        // What the bucket stores is not known: until it is set aside, fences go into its overlay,
-        // and setting it aside clears the overlay unless it is known to be empty.
+        // What the bucket stores is not known: while it is unread, fences go into its overlay, and
+        // setting it aside clears the overlay unless it is known to be empty.
         backend.setCurrentKey(FenceKey.ofBucket(bucket));
-        restoredSegment[bucket] = true;
         Integer puts = overlayPutsState.value();
         overlayPuts[bucket] = puts == null ? 1 : puts;
       }
@@ -527,11 +526,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
         overlayPutsState.clear();
         segmentSizes[bucket] = 0;
         overlayPuts[bucket] = 0;
-        if (unread[bucket]) {
-          // Set aside unread (a load decided before the restore read it), it now stores nothing
-          // and takes its segment at once, as a fresh start's bucket does (intoEmptyBuckets).
-          restoredSegment[bucket] = false;
-        }
+        // Set aside unread (a load decided before the restore read it), it now stores nothing and
+        // takes its segment at once, as a fresh start's bucket does (intoEmptyBuckets).
         unread[bucket] = false;
       }
     }
@@ -635,7 +631,8 @@ public final class FenceIndexState implements LedgerStore, Membership {
       if (notWhole.contains(bucket)) {
         continue;
       }
-      if (held.getValue() == null || segmentSizes[bucket] > 0 || overlayPuts[bucket] > 0 || restoredSegment[bucket]) {
+      if (held.getValue() == null || segmentSizes[bucket] > 0 || overlayPuts[bucket] > 0 || restoredSegment[bucket]
+          || unread[bucket]) {
         notWhole.add(bucket);
         whole.remove(bucket);
         continue;
