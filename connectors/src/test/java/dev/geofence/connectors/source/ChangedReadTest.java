@@ -350,6 +350,17 @@ class ChangedReadTest {
           horizon, false, change -> {});
       assertThat(narrowed.narrowed()).isTrue();
       assertThat(narrowed.missing()).isEmpty();
+      // Among held fences that have their rows, at other seqs or the same, the pass over every row
+      // and the load report only the ghost.
+      edit(db, new SplittableRandom(3), new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))")), 20, 0);
+      Map<String, Long> held = new HashMap<>(live(db));
+      held.replaceAll((id, seq) -> id.endsWith("7") ? seq + 1 : seq);
+      held.put("ghost", 4L);
+      for (boolean whole : new boolean[] {false, true}) {
+        ChangedRead.Result result = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(held), 0, whole,
+            change -> {});
+        assertThat(result.missing()).as(whole ? "load" : "key pass").containsExactly("ghost");
+      }
     }
   }
 
