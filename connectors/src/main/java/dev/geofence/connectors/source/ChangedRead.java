@@ -98,6 +98,27 @@ public final class ChangedRead {
   }
 
   /**
+   * The 64-bit ids of the 32-bit transaction ids {@code ids} (pg_locks gives no other), each the one
+   * nearest {@code reference} (a 64-bit id of the same moment): running transactions lie within 2^31
+   * of it, which PostgreSQL's wraparound protection guarantees.
+   */
+  static String[] fullXids(long reference, Array ids) throws SQLException {
+    if (ids == null) {
+      return new String[0];
+    }
+    Object[] xids = (Object[]) ids.getArray();
+    String[] full = new String[xids.length];
+    for (int i = 0; i < xids.length; i++) {
+      full[i] = Long.toString(fullXid(reference, Long.parseLong((String) xids[i])));
+    }
+    return full;
+  }
+
+  static long fullXid(long reference, long xid) {
+    return reference + (int) (xid - (reference & 0xFFFF_FFFFL));
+  }
+
+  /**
    * Writes the heartbeat row once the read has ended: the subtask is ready once the stream passes
    * the read's position, which with no edit takes the next heartbeat, up to a heartbeat interval
    * after the stream starts (0.6 to 2.1 s of an hour-old savepoint's catch-up, 2026-12-07). This
@@ -119,17 +140,21 @@ public final class ChangedRead {
     // must be visible to the read's snapshot, so that a stream started there loses none. A commit
     // record is written before its transaction becomes visible, so the transactions running just
     // after this position was read must have ended before the snapshot is taken (checked below).
+    // They are those holding their own id's lock, which a transaction releases only once visible: a
+    // snapshot's list of running ids would leave out one at or past its xmax, which is what the
+    // newest transaction is while its commit waits for its flush or a synchronous standby.
     String lsnBefore;
-    String running;
+    String[] running;
     db.setAutoCommit(true);
     try (Statement s = db.createStatement()) {
       try (ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
         r.next();
         lsnBefore = r.getString(1);
       }
-      try (ResultSet r = s.executeQuery("SELECT pg_current_snapshot()::text")) {
+      try (ResultSet r = s.executeQuery("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, (SELECT"
+          + " array_agg(transactionid::text) FROM pg_locks WHERE locktype = 'transactionid' AND mode = 'ExclusiveLock' AND granted)")) {
         r.next();
-        running = r.getString(1);
+        running = fullXids(r.getLong(1), r.getArray(2));
       }
     }
     long waitUntil = System.currentTimeMillis() + PAIRING_PATIENCE_MS;
@@ -145,10 +170,10 @@ public final class ChangedRead {
       while (true) {
         try (PreparedStatement s = db.prepareStatement("SELECT pg_current_wal_insert_lsn()::text,"
             + " (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1,"
-            + " NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(?::pg_snapshot) x"
-            + " WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()) AND pg_xact_status(x) IS DISTINCT FROM 'aborted'),"
+            + " NOT EXISTS (SELECT 1 FROM unnest(?::text[]) t(x)"
+            + " WHERE NOT pg_visible_in_snapshot(x::xid8, pg_current_snapshot()) AND pg_xact_status(x::xid8) IS DISTINCT FROM 'aborted'),"
             + " pg_snapshot_xmax(pg_current_snapshot())::text::bigint")) {
-          s.setString(1, running);
+          s.setArray(1, db.createArrayOf("text", running));
           try (ResultSet r = s.executeQuery()) {
             r.next();
             lsn = Lsn.parse(r.getString(1));

@@ -365,6 +365,89 @@ class ChangedReadTest {
   }
 
   /**
+   * A transaction whose commit record is written but which is not visible yet (its commit waits for
+   * a synchronous standby, as any commit waits for its flush) is the newest, so a snapshot's list of
+   * running ids leaves it out: the read must not pair with a position past its commit record, or a
+   * stream started there would lose its edit, which the read does not see either. It waits for it,
+   * then reads unpaired; once it is visible, a read sees its edit and pairs. Red when the pairing
+   * waited only for the ids a snapshot lists.
+   */
+  @Test
+  void aCommitNotYetVisibleIsNotSkippedByTheReadsPosition() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("synchronous_standby_names", "nobody")
+        .setServerConfig("synchronous_commit", "local").start();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      Migrations.applySource(db, GeometryColumn.WKB);
+      byte[] square = new WKBWriter().write(new WKTReader().read("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))"));
+      edit(db, new SplittableRandom(7), square, 20, 0);
+      Map<String, Long> before = live(db);
+      long beforeCommit;
+      try (ResultSet r = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
+        r.next();
+        beforeCommit = dev.geofence.state.readiness.Lsn.parse(r.getString(1));
+      }
+      Thread writer = new Thread(() -> {
+        try (Connection c = pg.getPostgresDatabase().getConnection(); Statement w = c.createStatement()) {
+          w.execute("SET synchronous_commit = on");
+          w.executeUpdate("UPDATE fences SET geom = geom WHERE id = 'fence-3'");
+        } catch (Exception e) {
+          throw new AssertionError(e);
+        }
+      });
+      writer.start();
+      try {
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (!waitingForStandby(s)) {
+          assertThat(System.currentTimeMillis()).as("the writer's commit waits for the standby").isLessThan(deadline);
+          Thread.sleep(10);
+        }
+        Map<String, Long> read = new HashMap<>();
+        ChangedRead.Result unpaired = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(before), 0, false,
+            change -> {
+              if (change.kind == FenceChange.Kind.FENCE) {
+                read.put(change.fenceId, change.seq);
+              }
+            });
+        assertThat(read).as("the read's snapshot does not see the commit still waiting").isEmpty();
+        assertThat(unpaired.streamFrom()).as("a stream from the read's position would skip the commit the read did not see")
+            .satisfiesAnyOf(from -> assertThat(from).isZero(),
+                from -> assertThat(Long.compareUnsigned(from, beforeCommit)).isLessThanOrEqualTo(0));
+      } finally {
+        // Cancelled, the wait ends with the transaction committed (locally, as PostgreSQL warns).
+        s.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+        writer.join(10_000);
+      }
+      assertThat(writer.isAlive()).as("the writer's commit, released").isFalse();
+      Map<String, Long> read = new HashMap<>();
+      ChangedRead.Result paired = ChangedRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, HeldFences.ofLive(before), 0, false,
+          change -> {
+            if (change.kind == FenceChange.Kind.FENCE) {
+              read.put(change.fenceId, change.seq);
+            }
+          });
+      assertThat(read).as("the edit, visible now").containsOnlyKeys("fence-3").containsEntry("fence-3", live(db).get("fence-3"));
+      assertThat(paired.streamFrom()).as("paired once nothing is committing").isPositive();
+    }
+  }
+
+  private static boolean waitingForStandby(Statement s) throws Exception {
+    try (ResultSet r = s.executeQuery("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")) {
+      r.next();
+      return r.getInt(1) > 0;
+    }
+  }
+
+  /** Ids of pg_locks made 64-bit against a reference in the same epoch, the one before and the one after. */
+  @Test
+  void aLockedIdIsTheFullIdNearestTheReference() {
+    long epoch = 1L << 32;
+    assertThat(ChangedRead.fullXid(epoch + 1_000, 990)).isEqualTo(epoch + 990);
+    assertThat(ChangedRead.fullXid(epoch + 1_000, 1_005)).isEqualTo(epoch + 1_005);
+    assertThat(ChangedRead.fullXid(epoch + 5, 4_294_967_290L)).as("before the epoch's wrap").isEqualTo(epoch - 6);
+    assertThat(ChangedRead.fullXid(epoch - 6, 5)).as("after it").isEqualTo(epoch + 5);
+  }
+
+  /**
    * A read, and a load, end by writing the heartbeat row: with nothing else written, a stream from
    * the read's position brings a heartbeat committed after it, so the subtask is ready as soon as
    * the stream starts rather than at the job's next heartbeat.
