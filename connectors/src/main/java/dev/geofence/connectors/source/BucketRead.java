@@ -136,8 +136,14 @@ public final class BucketRead {
       R result = work.run();
       db.commit();
       return result;
-    } catch (SQLException e) {
-      db.rollback();
+    } catch (Throwable e) {
+      // Whatever ended the work (a consumer's own exception, the task closing), the transaction
+      // ends before the connection is reset: a reset inside it would throw in its place.
+      try {
+        db.rollback();
+      } catch (SQLException rollback) {
+        e.addSuppressed(rollback);
+      }
       throw e;
     } finally {
       db.setReadOnly(false);

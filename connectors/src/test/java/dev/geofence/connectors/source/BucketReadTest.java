@@ -81,6 +81,27 @@ class BucketReadTest {
     }
   }
 
+  /**
+   * A read whose consumer throws ends with that exception, not with the connection's complaint about
+   * being reset inside the open transaction, and leaves the connection usable, in autocommit as before.
+   */
+  @Test
+  void aConsumersExceptionEndsTheReadAsItselfAndTheConnectionStaysUsable() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start(); Connection db = pg.getPostgresDatabase().getConnection()) {
+      Migrations.applySource(db, GeometryColumn.WKB);
+      writeHistory(db, new WKBWriter().write(new WKTReader().read(SQUARE)), "?");
+      IllegalStateException thrown = new IllegalStateException("the consumer's own");
+      assertThat(org.assertj.core.api.Assertions.catchThrowable(() -> BucketRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, change -> {
+        throw thrown;
+      }))).isSameAs(thrown);
+      assertThat(db.getAutoCommit()).isTrue();
+      assertThat(db.isReadOnly()).isFalse();
+      List<FenceChange> again = new ArrayList<>();
+      BucketRead.read(db, FenceTableColumns.defaults(), 1, 0, 0, again::add);
+      assertThat(again).isNotEmpty();
+    }
+  }
+
   /** Needs a PostGIS server: CI starts one and sets this variable; without it the test fails. */
   @Test
   void postgisGeometryIsReadAsEwkb() throws Exception {
