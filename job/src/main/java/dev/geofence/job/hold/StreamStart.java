@@ -51,6 +51,8 @@ import org.slf4j.LoggerFactory;
 final class StreamStart implements AutoCloseable {
 
   private static final Logger LOG = LoggerFactory.getLogger(StreamStart.class);
+  /** SQLSTATE of a slot's creation under a name that exists. */
+  private static final String DUPLICATE_OBJECT = "42710";
   /** How long to wait before trying again to create the slot anew. */
   private static final long RETRY_MS = 2_000;
   /**
@@ -245,6 +247,14 @@ final class StreamStart implements AutoCloseable {
         }
         return;
       } catch (SQLException e) {
+        if (DUPLICATE_OBJECT.equals(e.getSQLState()) && createdMeanwhile()) {
+          // An attempt whose answer was lost (a creation outlasting the socket's timeout goes on in
+          // its server process) or another client created it, after the drop: at or before the
+          // positions the reads will pair with, which is all the reads need of it.
+          LOG.info("Every subtask of the fence index reads or loads: the slot {} exists again, created since it was dropped by an"
+              + " attempt whose answer was lost or by another client; the reads begin now", source.slotName());
+          return;
+        }
         LOG.warn("Could not create the slot {} anew ({}): the fence index's reads wait for it; trying again in {} ms", source.slotName(),
             e.getMessage(), RETRY_MS);
       }
@@ -253,6 +263,20 @@ final class StreamStart implements AutoCloseable {
       } catch (InterruptedException closed) {
         Thread.currentThread().interrupt();
       }
+    }
+  }
+
+  /** Whether the slot is there, logical, of this database, and no longer in use (its creation over). */
+  private boolean createdMeanwhile() {
+    try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
+        PreparedStatement found = db.prepareStatement("SELECT 1 FROM pg_replication_slots WHERE slot_name = ? AND slot_type = 'logical'"
+            + " AND database = current_database() AND NOT active")) {
+      found.setString(1, source.slotName());
+      try (ResultSet r = found.executeQuery()) {
+        return r.next();
+      }
+    } catch (SQLException e) {
+      return false;
     }
   }
 

@@ -12,6 +12,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -196,6 +197,49 @@ class StreamStartTest {
         assertThat(lsn(s, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'kept'")).as("not created anew")
             .isEqualTo(restart);
       }
+    }
+  }
+
+  /**
+   * A slot that exists again when it is to be created anew (another client created it after the
+   * drop, or an attempt whose answer was lost, whose server process went on creating it) is taken
+   * as created: the readers are told. Red when every failed creation was tried again, for ever.
+   */
+  @Test
+  void aSlotCreatedByAnotherClientSinceTheDropIsTakenAsCreated() throws Exception {
+    try (EmbeddedPostgres pg = logicalPostgres();
+        Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement();
+        Connection other = pg.getPostgresDatabase().getConnection(); Statement o = other.createStatement()) {
+      s.execute("SELECT pg_create_logical_replication_slot('again', 'pgoutput')");
+      AtomicBoolean won = new AtomicBoolean();
+      AtomicBoolean stop = new AtomicBoolean();
+      Thread racer = new Thread(() -> {
+        // Creates the slot as soon as it is gone, in the time the creation anew takes to connect.
+        try {
+          while (!stop.get()) {
+            try (ResultSet r = o.executeQuery("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'again'")) {
+              r.next();
+              if (r.getInt(1) == 0) {
+                o.execute("SELECT pg_create_logical_replication_slot('again', 'pgoutput')");
+                won.set(true);
+                return;
+              }
+            }
+          }
+        } catch (Exception lost) {
+          // The creation anew came first: the test below says so.
+        }
+      });
+      racer.start();
+      List<Integer> told = new CopyOnWriteArrayList<>();
+      try (StreamStart start = new StreamStart("stream-start-again", source(pg, "again"), told::add)) {
+        start.reading(0, 1);
+        Waiting.until("told", Duration.ofSeconds(30), () -> told.size() == 1);
+      } finally {
+        stop.set(true);
+        racer.join();
+      }
+      assertThat(won).as("the other client created the slot between the drop and the creation anew").isTrue();
     }
   }
 
