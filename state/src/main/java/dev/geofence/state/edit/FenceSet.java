@@ -54,17 +54,29 @@ public final class FenceSet {
 
   /**
    * Takes a bucket's stored fences as a segment, read in place: its tombstones keep their seqs,
-   * its live fences count, and the index reads their geometries. Each bucket once, before edits
-   * of its fences.
+   * its live fences count, and the index reads their geometries. Each bucket once. A restore loads
+   * it before any edit of its fences; a bucket a restore left unread is loaded later (a rebuild
+   * reads it first), after edits of its fences may have applied: their versions are newer than the
+   * segment's, which are left out.
    *
+   * @return the segment's live fences left out, with the seqs it holds them at
    * @throws IllegalStateException if the bucket was loaded before
    */
-  public void load(int bucket, FenceSegment segment) {
+  public Map<String, Long> load(int bucket, FenceSegment segment) {
     if (segments.putIfAbsent(bucket, segment) != null) {
       throw new IllegalStateException("bucket " + bucket + " was loaded before");
     }
-    index.load(bucket, segment);
-    live += segment.liveCount();
+    Map<String, Long> leftOut = new HashMap<>();
+    if (!versions.isEmpty()) {
+      for (int i = 0; i < segment.size(); i++) {
+        if (!segment.deleted(i) && versions.containsKey(segment.id(i))) {
+          leftOut.put(segment.id(i), segment.seq(i));
+        }
+      }
+    }
+    index.load(bucket, segment, versions.isEmpty() ? null : versions::containsKey);
+    live += segment.liveCount() - leftOut.size();
+    return leftOut;
   }
 
   /**

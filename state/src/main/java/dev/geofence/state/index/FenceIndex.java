@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 
 /**
  * The in-memory spatial index of a subtask's fences: answers which fences cover a point, one point
@@ -189,6 +190,14 @@ public final class FenceIndex {
    * @throws IllegalStateException if the bucket was loaded before
    */
   public void load(int bucket, FenceSegment segment) {
+    load(bucket, segment, null);
+  }
+
+  /**
+   * As {@link #load(int, FenceSegment)}, leaving out the fences {@code superseded} names (edited
+   * since the segment was stored: indexed as they are now, or deleted), or none if it is null.
+   */
+  public void load(int bucket, FenceSegment segment, Predicate<String> superseded) {
     checkNotQuerying();
     if (loadedByBucket.containsKey(bucket)) {
       throw new IllegalStateException("bucket " + bucket + " was loaded before");
@@ -200,7 +209,7 @@ public final class FenceIndex {
     }
     double[] box = new double[4];
     for (int i = 0; i < segment.size(); i++) {
-      if (segment.deleted(i) || !segment.hasGeometry(i)) {
+      if (segment.deleted(i) || !segment.hasGeometry(i) || (superseded != null && superseded.test(segment.id(i)))) {
         continue;
       }
       if (FenceGeometry.isBig(segment.vertexCount(i))) {

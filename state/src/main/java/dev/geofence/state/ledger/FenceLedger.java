@@ -206,10 +206,15 @@ public final class FenceLedger {
     }
   }
 
-  /** A bucket's stored fences read back as one segment, counted in that bucket's fingerprint. */
+  /**
+   * A bucket's stored fences read back as one segment, counted in that bucket's fingerprint. Read
+   * after edits of its fences (a rebuild reads the buckets a restore left unread), the versions
+   * those edits left stay, in the fingerprint too.
+   */
   public void restore(int bucket, FenceSegment segment) {
-    fences.load(bucket, segment);
+    Map<String, Long> leftOut = fences.load(bucket, segment);
     fingerprints.add(bucket, segment.liveCount(), segment.checksum());
+    leftOut.forEach(fingerprints::remove);
   }
 
   /** A superseded version read back. */

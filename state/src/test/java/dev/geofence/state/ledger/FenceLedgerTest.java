@@ -178,6 +178,39 @@ class FenceLedgerTest {
   }
 
   /**
+   * A bucket's segment read after edits of its fences applied (a rebuild reads the buckets a load
+   * decided before the restore left unread, after the stream or the queue applied edits of them):
+   * the newer versions stay, in the index, the count and the bucket's fingerprint, and the
+   * segment's versions of them are not indexed. Red when the segment was loaded over them.
+   */
+  @Test
+  void aSegmentReadAfterEditsOfItsFencesKeepsTheirNewerVersions() throws Exception {
+    int bucket = FenceBuckets.of("a");
+    String reshaped = otherFenceOfTheBucketOf("a");
+    String deleted = "g0";
+    for (int i = 1; FenceBuckets.of(deleted) != bucket || deleted.equals(reshaped); i++) {
+      deleted = "g" + i;
+    }
+    FenceGeometry moved = FenceGeometry.fromArrays(new double[] {20, 20, 30, 20, 30, 30, 20, 30, 20, 20}, new int[] {0, 5},
+        new int[] {0, 1});
+    Map<String, StoredFence> segment = new HashMap<>();
+    segment.put("a", StoredFence.of(3, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    segment.put(reshaped, StoredFence.of(10, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    segment.put(deleted, StoredFence.of(7, false, SQUARE, null, StayRules.NO_FENCE_DELAY, 0));
+    ledger.receive(Queued.of(FenceEdit.upsert(reshaped, 11, moved, null, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 1, 100)));
+    ledger.receive(Queued.of(FenceEdit.delete(deleted, 8, EditOrigin.STREAM, 2, 200)));
+    ledger.restore(bucket, FenceSegment.read(StoredFence.segment(segment)));
+    hearAll(bucket, fingerprint(bucket, 1, "a@3", reshaped + "@11"));
+    assertThat(fingerprints.ready()).isTrue();
+    assertThat(ledger.fences().liveCount()).isEqualTo(2);
+    assertThat(ledger.fences().seqOf(reshaped)).isEqualTo(11);
+    assertThat(ledger.fences().seqOf(deleted)).isEqualTo(8);
+    assertThat(ledger.fences().isLive(deleted)).isFalse();
+    assertThat(ledger.fences().index().covering(5, 5, null)).containsExactly("a");
+    assertThat(ledger.fences().index().covering(25, 25, null)).containsExactly(reshaped);
+  }
+
+  /**
    * A catch-up's load sets every fence aside (a segment's and an overlay's, live and tombstones):
    * the index answers nothing, the store holds nothing, the bucket no longer matches; the fences
    * read anew then match the source's fingerprint as a fresh start's would, and a version older
