@@ -257,6 +257,14 @@ public final class SourceOfTruth implements AutoCloseable {
         last = () -> outcomes.unreachable(reason);
       } catch (InterruptedException | Interrupted e) {
         return; // closed while running
+      } catch (RuntimeException | Error e) {
+        // A fault of the step's own, not the database's: thrown on the task's thread, it fails the
+        // task as any of its code's would, where on this one it ended the step with no outcome and
+        // left the warm-up waiting for ever.
+        task.execute(() -> {
+          throw e;
+        }, "a step against the source of truth failed");
+        return;
       }
       Action outcome = last;
       task.execute(() -> {
