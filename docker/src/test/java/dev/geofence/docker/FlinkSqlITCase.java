@@ -49,11 +49,14 @@ class FlinkSqlITCase extends EndToEndFixture {
         s.execute("ALTER ROLE geofence_reader PASSWORD '" + READER_PASSWORD + "'");
       }
       // Every kind and cause reaches the outputs: stays DWELL after half a second, and every object
-      // falls silent 3 s after its last location, decided once the clock (moved on by the fence
+      // falls silent 10 s after its last location, decided once the clock (moved on by the fence
       // heartbeats when the locations stop) is past that by the lateness: short, yet long enough
-      // for the files the job reads late in its start not to be LATE.
+      // for the files the job reads late in its start not to be LATE, and for the deletes below to
+      // be committed before the objects inside the deleted fences fall silent (at 3 s, a CI run on
+      // a busy host evaluated the locations and deleted the fences later than that, and the one
+      // object inside them left by silence instead: no fence-deleted EXIT).
       timePolicy = new LocationTimePolicy(Duration.ofSeconds(10), Duration.ofSeconds(30));
-      stayRules = new StayRules(Duration.ofMillis(500), Duration.ofSeconds(3));
+      stayRules = new StayRules(Duration.ofMillis(500), Duration.ofSeconds(10));
       placeFences(0, 30);
       start(2, "hashmap");
       moveObjects();
