@@ -74,7 +74,7 @@ public final class FenceSet {
         }
       }
     }
-    index.load(bucket, segment, versions.isEmpty() ? null : versions::containsKey);
+    index.load(bucket, segment, leftOut.isEmpty() ? null : leftOut::containsKey);
     live += segment.liveCount() - leftOut.size();
     return leftOut;
   }
