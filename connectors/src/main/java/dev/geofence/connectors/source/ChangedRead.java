@@ -233,7 +233,7 @@ public final class ChangedRead {
       }
       BucketRead.readFingerprints(db, columns, buckets, out);
       return new Result(lsn, paired ? Lsn.parse(lsnBefore) : 0, readTime, keys, since >= 0, changed, tombstones[0],
-          since >= 0 ? List.of() : new ArrayList<>(unmet), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
+          new ArrayList<>(unmet), keyPassMillis, (System.nanoTime() - started) / 1_000_000);
     });
   }
 
