@@ -202,18 +202,12 @@ final class StreamStart implements AutoCloseable {
   private void createAnew() {
     Slot slot;
     try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
-        PreparedStatement found = db.prepareStatement("SELECT plugin, confirmed_flush_lsn::text, (to_jsonb(s) ->> 'two_phase')::boolean,"
-            + " (to_jsonb(s) ->> 'failover')::boolean FROM pg_replication_slots s WHERE slot_name = ? AND slot_type = 'logical'"
-            + " AND database = current_database() AND NOT active");
         PreparedStatement drop = db.prepareStatement("SELECT pg_drop_replication_slot(?)")) {
-      found.setString(1, source.slotName());
-      try (ResultSet r = found.executeQuery()) {
-        if (!r.next()) {
-          LOG.info("Every subtask of the fence index reads or loads; the slot {} is not there or in use, and is not created anew",
-              source.slotName());
-          return;
-        }
-        slot = new Slot(r.getString(1), r.getString(2), r.getBoolean(3), r.getBoolean(4));
+      slot = unused(db);
+      if (slot == null) {
+        LOG.info("Every subtask of the fence index reads or loads; the slot {} is not there or in use, and is not created anew",
+            source.slotName());
+        return;
       }
       String running = stillRunning(db);
       if (running != null) {
@@ -268,15 +262,22 @@ final class StreamStart implements AutoCloseable {
 
   /** Whether the slot is there, logical, of this database, and no longer in use (its creation over). */
   private boolean createdMeanwhile() {
-    try (Connection db = SourceOfTruth.connect(source, "geofence stream start");
-        PreparedStatement found = db.prepareStatement("SELECT 1 FROM pg_replication_slots WHERE slot_name = ? AND slot_type = 'logical'"
-            + " AND database = current_database() AND NOT active")) {
-      found.setString(1, source.slotName());
-      try (ResultSet r = found.executeQuery()) {
-        return r.next();
-      }
+    try (Connection db = SourceOfTruth.connect(source, "geofence stream start")) {
+      return unused(db) != null;
     } catch (SQLException e) {
       return false;
+    }
+  }
+
+  /** The job's slot, if it is there, logical, of this database and not in use; else null. */
+  private Slot unused(Connection db) throws SQLException {
+    try (PreparedStatement found = db.prepareStatement("SELECT plugin, confirmed_flush_lsn::text, (to_jsonb(s) ->> 'two_phase')::boolean,"
+        + " (to_jsonb(s) ->> 'failover')::boolean FROM pg_replication_slots s WHERE slot_name = ? AND slot_type = 'logical'"
+        + " AND database = current_database() AND NOT active")) {
+      found.setString(1, source.slotName());
+      try (ResultSet r = found.executeQuery()) {
+        return r.next() ? new Slot(r.getString(1), r.getString(2), r.getBoolean(3), r.getBoolean(4)) : null;
+      }
     }
   }
 
