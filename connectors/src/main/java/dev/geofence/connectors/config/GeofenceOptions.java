@@ -125,7 +125,7 @@ public final class GeofenceOptions {
 
   public static final ConfigOption<String> LOCATIONS = key("geofence.locations.source").stringType().noDefaultValue()
       .withDescription("Where locations come from: kafka:BOOTSTRAP/TOPIC, file:PATH (a file, or a directory watched"
-          + " for new files), generator:OBJECTS, or fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T]"
+          + " for new files), generator:OBJECTS[,start=T], or fleet:OBJECTS[,every=D][,speed=M/S][,box=MINLON/MINLAT/MAXLON/MAXLAT][,start=T]"
           + " (vehicles reporting in real time, for benchmarks).");
 
   public static final ConfigOption<String> LOCATIONS_GROUP = key("geofence.locations.kafka-group").stringType().noDefaultValue()
