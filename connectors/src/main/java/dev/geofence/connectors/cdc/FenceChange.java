@@ -31,6 +31,11 @@ public class FenceChange {
   public byte[] geometryBytes;
   /** WKT/EWKT or GeoJSON text, or null when the column is binary. */
   public String geometryText;
+  /**
+   * An update that left the geometry as it was, which the stream does not carry when PostgreSQL
+   * keeps it out of line: no geometry bytes or text, and the one in force stays.
+   */
+  public boolean geometryUnchanged;
   public String tenant;
   /**
    * The fence's own dwell delay in milliseconds (0: it never DWELLs), or null when it has none and

@@ -3,6 +3,8 @@ package dev.geofence.connectors.cdc;
 import dev.geofence.connectors.config.GeofenceOptions;
 import io.debezium.time.MicroDuration;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.Objects;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.cdc.debezium.DebeziumDeserializationSchema;
@@ -28,6 +30,16 @@ import org.apache.kafka.connect.source.SourceRecord;
 public final class FenceChangeDeserializer implements DebeziumDeserializationSchema<FenceChange> {
 
   private static final long serialVersionUID = 1L;
+
+  /**
+   * What Debezium gives for a {@code bytea} or text column an update left unchanged and PostgreSQL
+   * keeps out of line ({@link FenceSource} sets it; a PostGIS geometry comes as null instead): the
+   * logical decoding of such an update carries no value for the column under the replica identity
+   * the migration sets, only that it is unchanged.
+   */
+  static final String UNCHANGED = "__debezium_unavailable_value";
+
+  private static final byte[] UNCHANGED_BYTES = UNCHANGED.getBytes(StandardCharsets.UTF_8);
 
   private final FenceTableColumns columns;
 
@@ -111,6 +123,14 @@ public final class FenceChangeDeserializer implements DebeziumDeserializationSch
     change.fenceId = after.get(columns.id()).toString();
     change.seq = ((Number) after.get(columns.seq())).longValue();
     readGeometry(after, change);
+    // An update's geometry that is absent (the placeholder, or null: a PostGIS geometry) is one the
+    // update did not change; the job keeps the one in force. An insert always carries it.
+    change.geometryUnchanged = "u".equals(op) && (change.geometryBytes == null && change.geometryText == null
+        || Arrays.equals(change.geometryBytes, UNCHANGED_BYTES) || UNCHANGED.equals(change.geometryText));
+    if (change.geometryUnchanged) {
+      change.geometryBytes = null;
+      change.geometryText = null;
+    }
     if (columns.tenant() != null && after.schema().field(columns.tenant()) != null) {
       Object tenant = after.get(columns.tenant());
       change.tenant = tenant == null ? null : tenant.toString();

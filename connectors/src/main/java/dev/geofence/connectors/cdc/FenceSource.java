@@ -52,8 +52,11 @@ public final class FenceSource {
     // A fence's own dwell delay is an interval column: as microseconds (Debezium's default, said
     // here because the deserializer reads that and the rebuilds' reads compute the same number).
     debezium.setProperty("interval.handling.mode", "numeric");
-    // Whatever the user passed through wins.
+    // Whatever the user passed through wins,
     debezium.putAll(options.debeziumProperties());
+    // except the value Debezium puts in place of a column an update left unchanged and PostgreSQL
+    // keeps out of line (a geometry over about 2 KB), which the deserializer recognises.
+    debezium.setProperty("unavailable.value.placeholder", FenceChangeDeserializer.UNCHANGED);
     return PostgresIncrementalSource.<FenceChange>builder()
         .hostname(options.hostname())
         .port(options.port())

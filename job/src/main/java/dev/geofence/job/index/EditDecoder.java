@@ -16,7 +16,8 @@ import java.util.function.Consumer;
  * takes: a fence's edit, its geometry decoded, or a bucket's fingerprint. A geometry that does not
  * decode goes to the dead letters with its reason, and the edit still consumes its seq with the
  * previous geometry in force (a refused upsert); a repaired one is used, and reported as a
- * warning. Not thread-safe: the task thread's own (a read's rows come decoded from its thread).
+ * warning. An update that left the geometry as it was keeps the one in force, its other columns
+ * taking effect. Not thread-safe: the task thread's own (a read's rows come decoded from its thread).
  */
 final class EditDecoder {
 
@@ -38,6 +39,10 @@ final class EditDecoder {
     // A version no newer than the stored one (a redelivery: a rebuild's overlap with the stream,
     // a replay after a restore) never takes effect: its geometry is not decoded at all.
     boolean takesNoEffect = !change.delete && change.seq <= fences.seqOf(change.fenceId);
+    if (change.geometryUnchanged && !takesNoEffect) {
+      return Queued.of(FenceEdit.upsertKeepingGeometry(change.fenceId, change.seq, change.tenant, dwellDelay(change), EditOrigin.STREAM,
+          change.lsn, change.commitTime));
+    }
     return Queued.of(edit(change, takesNoEffect ? null : geometry.decode(change)));
   }
 

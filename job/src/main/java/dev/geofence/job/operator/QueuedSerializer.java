@@ -1,6 +1,8 @@
 package dev.geofence.job.operator;
 
+import dev.geofence.state.edit.EditKind;
 import dev.geofence.state.edit.EditOrigin;
+import dev.geofence.state.edit.FenceEdit;
 import dev.geofence.state.ledger.Queued;
 import dev.geofence.state.ledger.StoredFence;
 import java.io.IOException;
@@ -19,17 +21,20 @@ import org.apache.flink.core.memory.DataOutputView;
  *
  * <p>Format 1: version, 0 and the fence's id and its version as {@link StoredFenceSerializer}
  * writes it (an edit of the stream), or 1 and a fingerprint's fields as {@link
- * StoredStateSerializers.FingerprintSerializer} writes them after its version byte.
+ * StoredStateSerializers.FingerprintSerializer} writes them after its version byte. Format 2 adds
+ * 2, as 0, for an upsert keeping the geometry in force (its version has none); only such a value
+ * is written as format 2, so that a release before it refuses just those.
  */
 public final class QueuedSerializer extends VersionedSerializer<Queued> {
 
   private static final long serialVersionUID = 1L;
 
-  public static final byte FORMAT_VERSION = 1;
+  public static final byte FORMAT_VERSION = 2;
   public static final QueuedSerializer INSTANCE = new QueuedSerializer();
 
   private static final int EDIT = 0;
   private static final int FINGERPRINT = 1;
+  private static final int EDIT_KEEPING_GEOMETRY = 2;
 
   /** The edits' versions: a serializer of its own per instance, as it buffers. */
   private final StoredFenceSerializer fences = (StoredFenceSerializer) StoredFenceSerializer.INSTANCE.duplicate();
@@ -44,9 +49,19 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
   }
 
   @Override
+  public void serialize(Queued change, DataOutputView out) throws IOException {
+    out.writeByte(keepsGeometry(change) ? 2 : 1);
+    write(change, out);
+  }
+
+  private static boolean keepsGeometry(Queued change) {
+    return change.edit() != null && change.edit().kind() == EditKind.UPSERT_KEEPING_GEOMETRY;
+  }
+
+  @Override
   void write(Queued change, DataOutputView out) throws IOException {
     if (change.edit() != null) {
-      out.writeByte(EDIT);
+      out.writeByte(keepsGeometry(change) ? EDIT_KEEPING_GEOMETRY : EDIT);
       out.writeUTF(change.edit().fenceId());
       fences.serialize(StoredFence.of(change.edit()), out);
     } else {
@@ -57,13 +72,16 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
 
   @Override
   Queued read(int version, DataInputView in) throws IOException {
-    if (in.readByte() == EDIT) {
+    int tag = in.readByte();
+    if (tag == EDIT || tag == EDIT_KEEPING_GEOMETRY) {
       String fenceId = in.readUTF();
       StoredFence stored = fences.deserialize(in);
       if (stored.unreadable()) {
         throw new IOException("the queued edit of fence " + fenceId + " in the fence index's state cannot be read");
       }
-      return Queued.of(stored.asEdit(fenceId, EditOrigin.STREAM));
+      return Queued.of(tag == EDIT ? stored.asEdit(fenceId, EditOrigin.STREAM)
+          : FenceEdit.upsertKeepingGeometry(fenceId, stored.seq(), stored.tenant(), stored.dwellDelay(), EditOrigin.STREAM,
+              stored.commitLsn(), stored.commitTime()));
     }
     return Queued.of(StoredStateSerializers.FingerprintSerializer.INSTANCE.read(StoredStateSerializers.FINGERPRINT_FORMAT_VERSION, in));
   }

@@ -18,7 +18,10 @@ import org.junit.jupiter.api.Test;
 
 class QueuedSerializerTest {
 
-  /** Edits of the stream (an upsert with its geometry and tenant, a refused upsert, a delete) and fingerprints read back as written. */
+  /**
+   * Edits of the stream (an upsert with its geometry and tenant, a refused upsert, a delete, an
+   * upsert keeping the geometry) and fingerprints read back as written.
+   */
   @Test
   void queuedChangesReadBackAsWritten() throws Exception {
     FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
@@ -27,6 +30,7 @@ class QueuedSerializerTest {
             .geometry(), "tenant-é", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 0x16B3748L, 1_700_000_000_123L)),
         Queued.of(FenceEdit.refusedUpsert("b", 7, null, EditOrigin.STREAM, 5, 6)),
         Queued.of(FenceEdit.delete("c", 2, EditOrigin.STREAM, 8, 9)),
+        Queued.of(FenceEdit.upsertKeepingGeometry("d", 4, "acme", 5000, EditOrigin.STREAM, 12, 13)),
         Queued.of(new BucketFingerprint(4095, 12, -9123025917352333894L, 44, 10, 11)));
     DataOutputSerializer out = new DataOutputSerializer(256);
     for (Queued change : written) {
@@ -42,9 +46,20 @@ class QueuedSerializerTest {
   @Test
   void aValueOfAnotherFormatFailsTheRestoreNamingIt() throws Exception {
     DataOutputSerializer out = new DataOutputSerializer(16);
-    out.writeByte(2);
+    out.writeByte(3);
     assertThatThrownBy(() -> QueuedSerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer())))
         .isInstanceOf(IOException.class)
-        .hasMessage("a queued edit in the fence index's state is of format 2, this release reads formats up to 1");
+        .hasMessage("a queued edit in the fence index's state is of format 3, this release reads formats up to 2");
+  }
+
+  /** Only an upsert keeping the geometry is written in format 2: a release before it reads the others. */
+  @Test
+  void onlyAnUpsertKeepingTheGeometryIsWrittenInTheNewerFormat() throws Exception {
+    DataOutputSerializer out = new DataOutputSerializer(64);
+    QueuedSerializer.INSTANCE.serialize(Queued.of(FenceEdit.delete("c", 2, EditOrigin.STREAM, 8, 9)), out);
+    assertThat(out.getCopyOfBuffer()[0]).isEqualTo((byte) 1);
+    out.clear();
+    QueuedSerializer.INSTANCE.serialize(Queued.of(FenceEdit.upsertKeepingGeometry("d", 4, null, 0, EditOrigin.STREAM, 12, 13)), out);
+    assertThat(out.getCopyOfBuffer()[0]).isEqualTo((byte) 2);
   }
 }

@@ -1041,6 +1041,17 @@ public abstract class EndToEndFixture {
     }
   }
 
+  /** The first column of every row {@code sql} returns, as text. */
+  public List<String> queryStrings(String sql) throws Exception {
+    List<String> values = new ArrayList<>();
+    try (Statement s = db.createStatement(); ResultSet r = s.executeQuery(sql)) {
+      while (r.next()) {
+        values.add(r.getString(1));
+      }
+    }
+    return values;
+  }
+
   public static String embeddedServerUrl() {
     return "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
   }

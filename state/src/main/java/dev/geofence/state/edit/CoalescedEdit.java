@@ -12,12 +12,14 @@ public final class CoalescedEdit {
 
   private final FenceEdit latest;
   private final FenceEdit shaping;
+  private final FenceEdit shapedBefore;
   private final long[] seqs;
   private final int coalescedAway;
 
-  CoalescedEdit(FenceEdit latest, FenceEdit shaping, long[] seqs, int coalescedAway) {
+  CoalescedEdit(FenceEdit latest, FenceEdit shaping, FenceEdit shapedBefore, long[] seqs, int coalescedAway) {
     this.latest = Objects.requireNonNull(latest);
     this.shaping = shaping;
+    this.shapedBefore = shapedBefore;
     this.seqs = seqs;
     this.coalescedAway = coalescedAway;
   }
@@ -25,7 +27,7 @@ public final class CoalescedEdit {
   /** A batch of one. */
   public static CoalescedEdit of(FenceEdit edit) {
     return new CoalescedEdit(
-        edit, edit.kind() == EditKind.REFUSED_UPSERT ? null : edit, new long[] {edit.seq()}, 0);
+        edit, edit.kind() == EditKind.REFUSED_UPSERT ? null : edit, null, new long[] {edit.seq()}, 0);
   }
 
   public FenceEdit latest() {
@@ -40,6 +42,14 @@ public final class CoalescedEdit {
    */
   public FenceEdit shaping() {
     return shaping;
+  }
+
+  /**
+   * If {@link #shaping()} keeps the geometry: the batch's newest upsert or delete before it, whose
+   * geometry (none for a delete) is the one kept if it is newer than the stored version; else null.
+   */
+  public FenceEdit shapedBefore() {
+    return shapedBefore;
   }
 
   /** Edits of the batch that were folded into {@link #latest()}: superseded or repeated. */

@@ -39,10 +39,27 @@ public final class EditCoalescer {
           shaping = edit;
         }
       }
+      FenceEdit before = shaping != null && shaping.kind() == EditKind.UPSERT_KEEPING_GEOMETRY ? shapedBefore(shaping, edits) : null;
       result.add(
           new CoalescedEdit(
-              latest, shaping, seqs.stream().mapToLong(Long::longValue).toArray(), edits.size() - 1));
+              latest, shaping, before, seqs.stream().mapToLong(Long::longValue).toArray(), edits.size() - 1));
     }
     return result;
+  }
+
+  /**
+   * Of a batch whose shaping edit keeps the geometry, the batch's newest upsert or delete before
+   * it, whose geometry (none for a delete) that edit keeps if it is newer than the stored version;
+   * null if the batch has none.
+   */
+  private static FenceEdit shapedBefore(FenceEdit keeping, List<FenceEdit> edits) {
+    FenceEdit before = null;
+    for (FenceEdit edit : edits) {
+      boolean shapes = edit.kind() == EditKind.UPSERT || edit.kind() == EditKind.DELETE;
+      if (shapes && edit.seq() < keeping.seq() && (before == null || edit.seq() > before.seq())) {
+        before = edit;
+      }
+    }
+    return before;
   }
 }

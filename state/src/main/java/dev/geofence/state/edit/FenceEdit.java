@@ -65,6 +65,13 @@ public final class FenceEdit {
     return new FenceEdit(fenceId, seq, EditKind.DELETE, null, null, StayRules.NO_FENCE_DELAY, origin, commitLsn, commitTimeMillis);
   }
 
+  /** An upsert that leaves the geometry in force as it was; see {@link EditKind#UPSERT_KEEPING_GEOMETRY}. */
+  public static FenceEdit upsertKeepingGeometry(String fenceId, long seq, String tenant, long dwellDelay, EditOrigin origin,
+      long commitLsn, long commitTimeMillis) {
+    return new FenceEdit(fenceId, seq, EditKind.UPSERT_KEEPING_GEOMETRY, null, tenant, dwellDelay, origin, commitLsn,
+        commitTimeMillis);
+  }
+
   /** An upsert whose geometry was refused; see {@link EditKind#REFUSED_UPSERT}. */
   public static FenceEdit refusedUpsert(
       String fenceId, long seq, String tenant, EditOrigin origin, long commitLsn, long commitTimeMillis) {
@@ -92,6 +99,11 @@ public final class FenceEdit {
   /** The fence's tenant, or null when tenants are not used. */
   public String tenant() {
     return tenant;
+  }
+
+  /** Whether the edit sets the fence's tenant and dwell delay: an upsert, keeping its geometry or not. */
+  public boolean isUpsert() {
+    return kind == EditKind.UPSERT || kind == EditKind.UPSERT_KEEPING_GEOMETRY;
   }
 
   /** The fence's own dwell delay, milliseconds, or {@link StayRules#NO_FENCE_DELAY}; of an upsert. */

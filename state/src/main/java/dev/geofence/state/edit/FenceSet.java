@@ -1,5 +1,6 @@
 package dev.geofence.state.edit;
 
+import dev.geofence.state.geom.FenceGeometry;
 import dev.geofence.state.index.FenceIndex;
 import dev.geofence.state.segment.FenceSegment;
 import java.util.ArrayList;
@@ -119,11 +120,15 @@ public final class FenceSet {
       live--;
     }
     // A refused upsert leaves the geometry in force: the stored one, or that of an upsert or
-    // delete coalesced into the same batch and newer than the stored version.
+    // delete coalesced into the same batch and newer than the stored version. So does an upsert
+    // keeping the geometry, with its own tenant and delay.
     FenceEdit shaping = coalesced.shaping();
     if (shaping != null && shaping.seq() > storedSeq) {
-      if (shaping.kind() == EditKind.UPSERT) {
-        index.upsert(id, shaping.tenant(), shaping.dwellDelay(), shaping.geometry());
+      FenceGeometry geometry = shaping.kind() != EditKind.UPSERT_KEEPING_GEOMETRY ? shaping.geometry()
+          : coalesced.shapedBefore() != null && coalesced.shapedBefore().seq() > storedSeq ? coalesced.shapedBefore().geometry()
+          : index.get(id);
+      if (geometry != null) {
+        index.upsert(id, shaping.tenant(), shaping.dwellDelay(), geometry);
       } else {
         index.delete(id);
       }

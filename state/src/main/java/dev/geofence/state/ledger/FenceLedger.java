@@ -310,7 +310,7 @@ public final class FenceLedger {
     }
     // A refused upsert leaves the geometry in force as it was.
     FenceGeometry after = edit.kind() == EditKind.DELETE ? null : edit.geometry() != null ? edit.geometry() : geometryBefore;
-    long delayAfter = edit.kind() == EditKind.UPSERT ? edit.dwellDelay() : delayBefore(id, inForce);
+    long delayAfter = edit.isUpsert() ? edit.dwellDelay() : delayBefore(id, inForce);
     return new FenceHistory.Version(edit.seq(), after, edit.tenant(), delayAfter, Long.MAX_VALUE);
   }
 
@@ -341,7 +341,7 @@ public final class FenceLedger {
     FenceEdit shaping = coalesced.shaping();
     // The store is read only when neither the edit nor the index says the tenant: on RocksDB a read
     // per edit (of a key that a snapshot never finds) was most of a cold start's time.
-    String tenant = shaping != null && shaping.kind() == EditKind.UPSERT ? shaping.tenant() : tenantInForce(id);
+    String tenant = shaping != null && shaping.isUpsert() ? shaping.tenant() : tenantInForce(id);
     // The index's, as for the geometry: a refused upsert leaves the delay in force, and a fence without a geometry has none.
     long dwellDelay = deleted ? StayRules.NO_FENCE_DELAY : fences.index().dwellDelayOf(id);
     store.fence(id, new StoredFence(edit.seq(), deleted, deleted ? null : fences.index().get(id), tenant, dwellDelay, edit.commitLsn(),

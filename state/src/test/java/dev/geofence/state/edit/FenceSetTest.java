@@ -103,6 +103,76 @@ class FenceSetTest {
     assertThat(set.apply(holed)).as("seq 5 is missing between 4 and 6").isEqualTo(EditOutcome.GAP);
   }
 
+  /**
+   * An update of a fence's other columns (an upsert keeping the geometry) keeps the geometry in
+   * force, the stored one or that of a newer upsert in the same batch, and takes its own tenant
+   * and delay; of a fence with no geometry in force (only refused) it indexes nothing.
+   */
+  @Test
+  void anUpsertKeepingTheGeometryKeepsTheOneInForceAndTakesItsTenantAndDelay() {
+    FenceSet set = new FenceSet(new FenceIndex());
+    set.apply(upsert("a", 1, 3));
+    assertThat(set.apply(FenceEdit.upsertKeepingGeometry("a", 2, "acme", 5000, EditOrigin.STREAM, 20, 2))).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.index().get("a")).isEqualTo(shapes[3]);
+    assertThat(set.index().tenantOf("a")).isEqualTo("acme");
+    assertThat(set.index().dwellDelayOf("a")).isEqualTo(5000);
+    assertThat(set.seqOf("a")).isEqualTo(2);
+
+    CoalescedEdit reshapedThenRenamed = EditCoalescer.coalesce(List.of(upsert("a", 3, 5),
+        FenceEdit.upsertKeepingGeometry("a", 4, "other", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 40, 4))).get(0);
+    assertThat(set.apply(reshapedThenRenamed)).isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.index().get("a")).as("the batch's reshape, not the stored shape").isEqualTo(shapes[5]);
+    assertThat(set.index().tenantOf("a")).isEqualTo("other");
+
+    set.apply(FenceEdit.refusedUpsert("b", 1, null, EditOrigin.STREAM, 50, 5));
+    assertThat(set.apply(FenceEdit.upsertKeepingGeometry("b", 2, "acme", StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, 60, 6)))
+        .isEqualTo(EditOutcome.APPLIED);
+    assertThat(set.index().contains("b")).as("no geometry in force: nothing to index").isFalse();
+    assertThat(set.isLive("b")).isTrue();
+  }
+
+  /** Generated histories with updates of the other columns, batched at random, against a model applying them one by one. */
+  @Test
+  void upsertsKeepingTheGeometryAgreeWithAModelOfTheEditsInOrder() {
+    SplittableRandom random = new SplittableRandom(11);
+    int kept = 0;
+    for (int trial = 0; trial < 200; trial++) {
+      List<List<FenceEdit>> histories = histories(random);
+      FenceSet batched = new FenceSet(new FenceIndex());
+      for (List<FenceEdit> batch : batches(interleave(histories, random), random)) {
+        EditCoalescer.coalesce(batch).forEach(batched::apply);
+      }
+      for (List<FenceEdit> history : histories) {
+        FenceGeometry geometry = null;
+        String tenant = null;
+        long delay = StayRules.NO_FENCE_DELAY;
+        for (FenceEdit edit : history) {
+          switch (edit.kind()) {
+            case UPSERT -> {
+              geometry = edit.geometry();
+              tenant = edit.tenant();
+              delay = edit.dwellDelay();
+            }
+            case UPSERT_KEEPING_GEOMETRY -> {
+              tenant = edit.tenant();
+              delay = edit.dwellDelay();
+              kept++;
+            }
+            case DELETE -> geometry = null;
+            case REFUSED_UPSERT -> { }
+          }
+        }
+        String id = history.get(0).fenceId();
+        assertThat(batched.index().get(id)).as("trial %d, %s", trial, history).isEqualTo(geometry);
+        if (geometry != null) {
+          assertThat(batched.index().tenantOf(id)).as("trial %d, %s", trial, history).isEqualTo(tenant);
+          assertThat(batched.index().dwellDelayOf(id)).as("trial %d, %s", trial, history).isEqualTo(delay);
+        }
+      }
+    }
+    assertThat(kept).as("updates of the other columns generated").isGreaterThan(500);
+  }
+
   // ---- properties over generated histories ----------------------------------------------------
 
   @Test
@@ -190,6 +260,10 @@ class FenceSetTest {
         } else if (dice == 3) {
           edits.add(FenceEdit.refusedUpsert(id, seq, null, EditOrigin.STREAM, lsn, lsn));
           live = true;
+        } else if (live && dice == 4) {
+          // An update of the other columns only: only of a fence that exists (a re-creation inserts).
+          edits.add(FenceEdit.upsertKeepingGeometry(id, seq, random.nextBoolean() ? null : "t" + random.nextInt(3), random.nextInt(3) * 1000L,
+              EditOrigin.STREAM, lsn, lsn));
         } else {
           String tenant = random.nextBoolean() ? null : "t" + random.nextInt(3);
           edits.add(FenceEdit.upsert(id, seq, shapes[random.nextInt(shapes.length)], tenant, StayRules.NO_FENCE_DELAY, EditOrigin.STREAM, lsn, lsn));
@@ -253,6 +327,9 @@ class FenceSetTest {
       assertThat(actual.seqOf(id)).as(id).isEqualTo(expected.seqOf(id));
       assertThat(actual.isLive(id)).as(id).isEqualTo(expected.isLive(id));
       assertThat(actual.index().get(id)).as(id).isEqualTo(expected.index().get(id));
+      if (expected.index().contains(id)) {
+        assertThat(actual.index().dwellDelayOf(id)).as(id).isEqualTo(expected.index().dwellDelayOf(id));
+      }
       for (String tenant : new String[] {null, "t0", "t1", "t2"}) {
         assertThat(actual.index().covering(0.1, 0.1, tenant)).containsExactlyInAnyOrderElementsOf(expected.index().covering(0.1, 0.1, tenant));
       }
