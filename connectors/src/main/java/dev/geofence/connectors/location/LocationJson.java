@@ -140,12 +140,17 @@ public final class LocationJson {
       throw new BadLocationException(Reason.MISSING_FIELD, objectId, "ts is missing");
     }
     if (ts.token == JsonToken.VALUE_NUMBER_INT) {
+      // An integer past a long's range would wrap into a plausible time.
+      if (Math.abs(ts.number) >= 0x1p63) {
+        throw new BadLocationException(Reason.BAD_TIMESTAMP, objectId, "ts " + ts.number + " is past any epoch milliseconds");
+      }
       return ts.integer;
     }
     if (ts.token == JsonToken.VALUE_STRING) {
       try {
         return OffsetDateTime.parse(ts.text, DateTimeFormatter.ISO_DATE_TIME).toInstant().toEpochMilli();
-      } catch (DateTimeException e) {
+      } catch (DateTimeException | ArithmeticException e) {
+        // ArithmeticException: a year ISO-8601 allows that epoch milliseconds cannot hold.
         throw new BadLocationException(
             Reason.BAD_TIMESTAMP, objectId, "ts '" + ts.text + "' is not ISO-8601 with an offset");
       }

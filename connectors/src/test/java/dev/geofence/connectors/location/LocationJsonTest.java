@@ -41,6 +41,10 @@ class LocationJsonTest {
     assertRefused("{\"ts\":1,\"lon\":1,\"lat\":1}", Reason.MISSING_FIELD, null);
     assertRefused("{\"object_id\":\"o\",\"ts\":1.5,\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":\"yesterday\",\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
+    // ISO-8601 years past what epoch milliseconds hold, and an integer past a long's range (which
+    // wrapped into a plausible time): refused, where the first failed the task on every replay.
+    assertRefused("{\"object_id\":\"o\",\"ts\":\"+292278995-01-01T00:00:00Z\",\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
+    assertRefused("{\"object_id\":\"o\",\"ts\":18446744073709551616,\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":181,\"lat\":1}", Reason.BAD_COORDINATE, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":1,\"lat\":\"1\"}", Reason.BAD_COORDINATE, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":1,\"lat\":1,\"tenant\":7}", Reason.MISSING_FIELD, "o");
@@ -212,12 +216,15 @@ class LocationJsonTest {
       throw new BadLocationException(Reason.MISSING_FIELD, objectId, "ts is missing");
     }
     if (ts.isIntegralNumber()) {
+      if (!ts.canConvertToLong()) {
+        throw new BadLocationException(Reason.BAD_TIMESTAMP, objectId, "ts " + ts.asDouble() + " is past any epoch milliseconds");
+      }
       return ts.asLong();
     }
     if (ts.isTextual()) {
       try {
         return OffsetDateTime.parse(ts.asText(), DateTimeFormatter.ISO_DATE_TIME).toInstant().toEpochMilli();
-      } catch (DateTimeException e) {
+      } catch (DateTimeException | ArithmeticException e) {
         throw new BadLocationException(Reason.BAD_TIMESTAMP, objectId, "ts '" + ts.asText() + "' is not ISO-8601 with an offset");
       }
     }
