@@ -30,15 +30,29 @@ public final class LocationSources {
         .build();
   }
 
-  /** JSON lines from a Kafka topic, from the committed offsets (earliest when there are none). */
+  /**
+   * JSON lines from a Kafka topic, from the committed offsets (earliest when there are none). A
+   * record with no value (a tombstone) carries no location and is skipped, as a blank line is.
+   */
   public static Source<String, ?, ?> kafka(String bootstrapServers, String topic, String groupId) {
     return KafkaSource.<String>builder()
         .setBootstrapServers(bootstrapServers)
         .setTopics(topic)
         .setGroupId(groupId)
         .setStartingOffsets(OffsetsInitializer.committedOffsets(org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST))
-        .setValueOnlyDeserializer(new SimpleStringSchema())
+        .setValueOnlyDeserializer(new ValueLines())
         .build();
+  }
+
+  /** A record's value as a line; none for a record with no value, which {@link SimpleStringSchema} fails the task on. */
+  private static final class ValueLines extends SimpleStringSchema {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public String deserialize(byte[] message) {
+      // Null: Flink's DeserializationSchema collects nothing for it.
+      return message == null ? null : super.deserialize(message);
+    }
   }
 
   /**

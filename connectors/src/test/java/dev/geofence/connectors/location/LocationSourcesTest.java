@@ -35,6 +35,10 @@ class LocationSourcesTest {
       try (KafkaProducer<String, String> out = new KafkaProducer<>(producer, new StringSerializer(), new StringSerializer())) {
         for (String line : lines) {
           out.send(new ProducerRecord<>("locations", line)).get();
+          if (line.equals(lines.get(100))) {
+            // A record with no value (a tombstone) is skipped; it failed the task on every replay.
+            out.send(new ProducerRecord<>("locations", "o-1", null)).get();
+          }
         }
       }
       assertThat(read(LocationSources.kafka(kafka.bootstrapServers(), "locations", "test"), lines.size())).containsExactlyElementsOf(lines);
