@@ -60,7 +60,7 @@ public final class FenceSourceOptions implements Serializable {
   }
 
   /** A URL as it may be logged: query parameters (where a password may hide) are cut. */
-  static String redact(String url) {
+  public static String redact(String url) {
     int q = url.indexOf('?');
     return q < 0 ? url : url.substring(0, q) + "?...";
   }

@@ -342,7 +342,7 @@ public final class GeofenceCommand {
     try (Connection outputs = DriverManager.getConnection(sinkUrl, fences.username(), fences.password())) {
       Migrations.ensureOutputs(outputs);
     } catch (SQLException e) {
-      throw new IllegalArgumentException("cannot prepare the output tables at " + sinkUrl + ": " + e.getMessage());
+      throw new IllegalArgumentException("cannot prepare the output tables at " + FenceSourceOptions.redact(sinkUrl) + ": " + e.getMessage());
     }
     GeofenceJob.build(env, endpoints, settings);
     // The job's id names its directory under the checkpoint directory, and savepoints in-use asks
@@ -389,7 +389,7 @@ public final class GeofenceCommand {
       Migrations.ensureOutputs(db);
       row = Handover.read(db, jobName);
     } catch (SQLException e) {
-      throw new IllegalArgumentException("cannot read geofence_handover at " + sinkUrl + ": " + e.getMessage());
+      throw new IllegalArgumentException("cannot read geofence_handover at " + FenceSourceOptions.redact(sinkUrl) + ": " + e.getMessage());
     }
     boolean writerRuns = row.isPresent() && row.get().writerSilentMillis() < HandoverGate.SILENT_WRITER_MS;
     LOG.info("Slots per savepoint: restored from savepoint {}, taken without a stop, the job reads the replication slot {}"

@@ -138,6 +138,15 @@ class GeofenceCommandTest {
     assertThat(r.err.strip()).as("a typo in config.yaml").isEqualTo("geofence: unknown option geofence.locations.sourc (see --help)");
   }
 
+  /** An output database that cannot be reached is said without the URL's parameters, where a password may be. */
+  @Test
+  void anUnreachableSinkIsToldWithoutItsUrlsParameters() throws Exception {
+    Result r = underClient(Map.of(), (URL + " --sink-url jdbc:postgresql://127.0.0.1:1/out?user=w&password=hunter2").split(" "));
+    assertThat(r.status).isEqualTo(2);
+    assertThat(r.err).startsWith("geofence: cannot prepare the output tables at jdbc:postgresql://127.0.0.1:1/out?...: ")
+        .doesNotContain("hunter2");
+  }
+
   /** A job starts as a standby or in an ended writer's seat, never both: refused before anything starts. */
   @Test
   void aStandbyCannotAlsoResumeAWriter() throws Exception {
