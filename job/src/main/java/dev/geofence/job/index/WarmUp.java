@@ -394,6 +394,9 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     } else {
       boolean loaded = readiness.loading();
       unreadable.clear();
+      // A catch-up's load that a rebuild took over (the index distrusted while the load was tried
+      // again) is over too: the rebuild read every fence, and checkpoints are whole again.
+      heldBeforeLoad = null;
       read = null;
       LOG.info("{} the fence index from the source in {} ms: {} fences and {} tombstones read as of {}, {} held fences gone",
           loaded ? "Loaded" : "Rebuilt", result.millis(), result.fences(), result.tombstones(), Lsn.format(result.lsn()), gone.size());

@@ -545,6 +545,62 @@ class FenceIndexRecoveryTest {
   }
 
   /**
+   * A catch-up's load cut by the source, then an edit of a fence it set aside, which the emptied
+   * index takes as a gap: the rebuild that follows reads every fence, and the state checkpointed
+   * once it is ready is trusted when restored. Before, the load counted as under way for good, and
+   * every later checkpoint and savepoint was restored by a rebuild.
+   */
+  @Test
+  void aLoadReplacedByARebuildLeavesNoLaterCheckpointUntrusted(@TempDir Path dir) throws Exception {
+    int port = freePort();
+    Path data = dir.resolve("pg");
+    EmbeddedPostgres pg = postgres(port, data);
+    try {
+      int fences = 12_000;
+      OperatorSubtaskState snapshot;
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        insertSquares(db, fences);
+        snapshot = restoredStateWithout(db, null, 10);
+        s.execute("SELECT pg_create_logical_replication_slot('slot_gap', 'pgoutput')");
+        s.execute("UPDATE fences SET geom = geom");
+      }
+      FenceIndexOperator operator = operator(port, "slot_gap").catchingUp(CatchUp.LOAD, true);
+      Told told = told(operator);
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> CatchUp.LOAD.label().equals(e.catchupPath)), "the load's choice");
+        slotReady(harness, operator, told);
+        Waiting.until("the load to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
+        pg.close();
+        advanceUntil(harness, () -> !operator.view().recovering(), "the cut load to fail");
+        // fence-0 at the source's version, which the emptied index has not read again: a gap.
+        harness.processElement1(upsert("fence-0", 2, SQUARE, false, System.currentTimeMillis()), 0);
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        pg = postgres(port, data);
+        advanceUntil(harness, () -> !operator.view().recovering() && operator.view().phase() != LoadPhase.REBUILDING,
+            "the rebuild once the source is back");
+        assertThat(heldSeqs(operator).equals(sourceSeqs(pg))).as("the fences and seqs held are the source's").isTrue();
+        heartbeat(harness, FAR_LSN, System.currentTimeMillis());
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        OperatorSubtaskState ready = harness.snapshot(3, 30);
+
+        FenceIndexOperator restored = operator(port, "slot_gap").catchingUp(CatchUp.LOAD, true);
+        try (var again = harness(restored)) {
+          again.initializeState(ready);
+          again.open();
+          assertThat(episodes(again)).as("the restored state's episodes")
+              .noneMatch(e -> FenceIndexOperator.INCOMPLETE_CATCH_UP_LOAD.equals(e.gapReason));
+          assertThat(restored.view().phase()).isNotEqualTo(LoadPhase.REBUILDING);
+        }
+      }
+    } finally {
+      pg.close();
+    }
+  }
+
+  /**
    * A bucket left mismatched by an edit the stream never carried is read again; when the source
    * does not answer that re-read, the bucket is read again once the source is back (after its
    * backoff, in the same episode), and the index is ready again. Before, the failed re-read counted as done
