@@ -30,6 +30,13 @@ public final class LocationJson {
    */
   private static final JsonFactory FACTORY = JsonFactory.builder().enable(StreamReadFeature.USE_FAST_DOUBLE_PARSER).build();
 
+  /**
+   * The longest object id taken, in characters: the output tables index it (triggers, presence,
+   * dead letters), and PostgreSQL refuses an index entry over about 2.7 KB, which failed every
+   * write of the batch holding it, on every replay.
+   */
+  public static final int MAX_OBJECT_ID_LENGTH = 256;
+
   private LocationJson() {}
 
   /** Why a location line was refused; stable names, written to dead-letter rows. */
@@ -100,6 +107,10 @@ public final class LocationJson {
     }
     if (objectId == null || objectId.token != JsonToken.VALUE_STRING || objectId.text.isEmpty()) {
       throw new BadLocationException(Reason.MISSING_FIELD, null, "object_id must be a non-empty string");
+    }
+    if (objectId.text.length() > MAX_OBJECT_ID_LENGTH) {
+      throw new BadLocationException(Reason.MISSING_FIELD, null,
+          "object_id must be at most " + MAX_OBJECT_ID_LENGTH + " characters, got " + objectId.text.length());
     }
     String id = objectId.text;
     long time = timestamp(id, ts);

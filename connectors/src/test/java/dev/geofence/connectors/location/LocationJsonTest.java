@@ -35,7 +35,7 @@ class LocationJsonTest {
   }
 
   @Test
-  void eachWayALineCanBeWrongHasItsReason() {
+  void eachWayALineCanBeWrongHasItsReason() throws Exception {
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":1", Reason.MALFORMED_JSON, null);
     assertRefused("[1, 2]", Reason.MALFORMED_JSON, null);
     assertRefused("{\"ts\":1,\"lon\":1,\"lat\":1}", Reason.MISSING_FIELD, null);
@@ -45,6 +45,10 @@ class LocationJsonTest {
     // wrapped into a plausible time): refused, where the first failed the task on every replay.
     assertRefused("{\"object_id\":\"o\",\"ts\":\"+292278995-01-01T00:00:00Z\",\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":18446744073709551616,\"lon\":1,\"lat\":1}", Reason.BAD_TIMESTAMP, "o");
+    // An id the output tables' indexes cannot hold failed every write of its batch, on every replay.
+    String longest = "o".repeat(LocationJson.MAX_OBJECT_ID_LENGTH);
+    assertThat(LocationJson.parse("{\"object_id\":\"" + longest + "\",\"ts\":1,\"lon\":1,\"lat\":1}").objectId).isEqualTo(longest);
+    assertRefused("{\"object_id\":\"" + longest + "x\",\"ts\":1,\"lon\":1,\"lat\":1}", Reason.MISSING_FIELD, null);
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":181,\"lat\":1}", Reason.BAD_COORDINATE, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":1,\"lat\":\"1\"}", Reason.BAD_COORDINATE, "o");
     assertRefused("{\"object_id\":\"o\",\"ts\":1,\"lon\":1,\"lat\":1,\"tenant\":7}", Reason.MISSING_FIELD, "o");
@@ -199,6 +203,10 @@ class LocationJsonTest {
     JsonNode id = node.get("object_id");
     if (id == null || !id.isTextual() || id.asText().isEmpty()) {
       throw new BadLocationException(Reason.MISSING_FIELD, null, "object_id must be a non-empty string");
+    }
+    if (id.asText().length() > LocationJson.MAX_OBJECT_ID_LENGTH) {
+      throw new BadLocationException(Reason.MISSING_FIELD, null,
+          "object_id must be at most " + LocationJson.MAX_OBJECT_ID_LENGTH + " characters, got " + id.asText().length());
     }
     String objectId = id.asText();
     long ts = treeTimestamp(objectId, node.get("ts"));
