@@ -48,7 +48,9 @@ public class DeadLetter {
     this.payload = payload != null && payload.length() > PAYLOAD_LIMIT ? payload.substring(0, PAYLOAD_LIMIT) : payload;
     this.eventTime = eventTime;
     this.recordedAt = recordedAt;
-    String identity = source + "|" + key + "|" + seq + "|" + reason + "|" + eventTime + "|" + this.payload;
+    // The whole payload, not the part kept: two inputs alike in their first PAYLOAD_LIMIT
+    // characters are two letters, where one id kept the first and dropped the second.
+    String identity = source + "|" + key + "|" + seq + "|" + reason + "|" + eventTime + "|" + payload;
     this.letterId = UUID.nameUUIDFromBytes(identity.getBytes(StandardCharsets.UTF_8)).toString();
   }
 

@@ -68,6 +68,13 @@ class JdbcOutputsTest {
     write(JdbcOutputs.deadLetters(connection, BATCHES), DeadLetter.class, letter, again);
     assertThat(rows("SELECT reason || ' ' || coalesce(event_time::text, 'null') FROM geofence_dead_letters"))
         .containsExactly("MALFORMED_JSON null");
+    // Two long lines alike in the part a letter keeps are two letters.
+    String kept = "x".repeat(DeadLetter.PAYLOAD_LIMIT);
+    write(JdbcOutputs.deadLetters(connection, BATCHES), DeadLetter.class,
+        new DeadLetter("location", null, 0, "ERROR", "MALFORMED_JSON", "not JSON", kept + "1", 0, 3),
+        new DeadLetter("location", null, 0, "ERROR", "MALFORMED_JSON", "not JSON", kept + "2", 0, 3));
+    assertThat(rows("SELECT count(*)::text FROM geofence_dead_letters WHERE length(payload) = " + DeadLetter.PAYLOAD_LIMIT))
+        .containsExactly("2");
   }
 
   /**
