@@ -50,12 +50,14 @@ public final class FenceGeometryReader {
     if (wkb == null || wkb.length == 0) {
       throw new BadGeometryException(Reason.UNPARSEABLE, "no WKB bytes");
     }
-    // JTS's WKB reader quietly closes open rings and pads short ones; refuse them first instead.
-    WkbRingCheck.check(wkb);
     try {
+      // JTS's WKB reader quietly closes open rings and pads short ones; refuse them first instead.
+      WkbRingCheck.check(wkb);
       return accept(wkbReader.read(wkb));
     } catch (ParseException | RuntimeException e) {
       throw unparseable("WKB", e);
+    } catch (StackOverflowError e) {
+      throw nestedTooDeeply("WKB");
     }
   }
 
@@ -80,14 +82,15 @@ public final class FenceGeometryReader {
       }
       text = semicolon < 0 ? "" : text.substring(semicolon + 1);
     }
-    Geometry geometry;
     try {
-      geometry = wktReader.read(text);
+      Geometry geometry = wktReader.read(text);
+      geometry.setSRID(srid);
+      return accept(geometry);
     } catch (ParseException | RuntimeException e) {
       throw unparseable("WKT", e);
+    } catch (StackOverflowError e) {
+      throw nestedTooDeeply("WKT");
     }
-    geometry.setSRID(srid);
-    return accept(geometry);
   }
 
   /** Reads a GeoJSON geometry object (RFC 7946 coordinates are WGS 84 longitude, latitude). */
@@ -101,6 +104,8 @@ public final class FenceGeometryReader {
       return accept(geometry);
     } catch (ParseException | RuntimeException e) {
       throw unparseable("GeoJSON", e);
+    } catch (StackOverflowError e) {
+      throw nestedTooDeeply("GeoJSON");
     }
   }
 
@@ -188,6 +193,14 @@ public final class FenceGeometryReader {
     }
     return new BadGeometryException(
         Reason.UNPARSEABLE, "not " + format + ": " + Objects.toString(e.getMessage(), e.toString()));
+  }
+
+  /**
+   * Collections nested thousands deep (a bytea column holds anything) overflow the recursive
+   * readers' stack, an Error that failed the task on every replay of the edit: refused instead.
+   */
+  private static BadGeometryException nestedTooDeeply(String format) {
+    return new BadGeometryException(Reason.UNPARSEABLE, "not " + format + ": collections nested too deeply to read");
   }
 
   /**

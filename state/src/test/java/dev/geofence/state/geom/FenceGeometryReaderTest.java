@@ -22,6 +22,29 @@ class FenceGeometryReaderTest {
 
   private final FenceGeometryReader reader = new FenceGeometryReader(GeometryReadOptions.defaults());
 
+  /**
+   * Collections nested a hundred thousand deep overflowed JTS's recursive readers, an Error that
+   * failed the task on every replay of the edit: a typed refusal instead, in each format.
+   */
+  @Test
+  void collectionsNestedTooDeeplyAreRefusedNotAFailure() throws Exception {
+    int depth = 100_000;
+    String wkt = "GEOMETRYCOLLECTION(".repeat(depth) + "POINT(1 1)" + ")".repeat(depth);
+    ByteBuffer wkb = ByteBuffer.allocate(depth * 9 + 21).order(ByteOrder.BIG_ENDIAN);
+    for (int i = 0; i < depth; i++) {
+      wkb.put((byte) 0).putInt(7).putInt(1);
+    }
+    wkb.put((byte) 0).putInt(1).putDouble(1).putDouble(1);
+    String geoJson = "{\"type\":\"GeometryCollection\",\"geometries\":[".repeat(depth)
+        + "{\"type\":\"Point\",\"coordinates\":[1,1]}" + "]}".repeat(depth);
+    assertThatThrownBy(() -> reader.readWkt(wkt)).isInstanceOf(BadGeometryException.class)
+        .hasMessageContaining("nested too deeply").extracting(e -> ((BadGeometryException) e).reason()).isEqualTo(Reason.UNPARSEABLE);
+    assertThatThrownBy(() -> reader.readWkb(wkb.array())).isInstanceOf(BadGeometryException.class)
+        .hasMessageContaining("nested too deeply");
+    assertThatThrownBy(() -> reader.readGeoJson(geoJson)).isInstanceOf(BadGeometryException.class);
+    assertThat(reader.readWkt(SQUARE_WITH_HOLE).geometry()).as("the reader reads on after one").isNotNull();
+  }
+
   @Test
   void everyFormatReadsTheSameFence() throws Exception {
     Geometry jts = new WKTReader().read(SQUARE_WITH_HOLE);
