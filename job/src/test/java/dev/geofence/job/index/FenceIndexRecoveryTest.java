@@ -494,27 +494,11 @@ class FenceIndexRecoveryTest {
     EmbeddedPostgres pg = postgres(port, data);
     try {
       int fences = 12_000;
-      OperatorSubtaskState snapshot;
-      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
-        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-        insertSquares(db, fences);
-        snapshot = restoredStateWithout(db, null, 10);
-        s.execute("SELECT pg_create_logical_replication_slot('slot_cut', 'pgoutput')");
-        // Every fence changed while the job was down: the read has more rows than the task takes ahead.
-        s.execute("UPDATE fences SET geom = geom");
-      }
+      OperatorSubtaskState snapshot = everyFenceChangedSince(pg, fences, "slot_cut");
       FenceIndexOperator operator = operator(port, "slot_cut").catchingUp(path, true);
       Told told = told(operator);
       try (var harness = harness(operator)) {
-        harness.initializeState(snapshot);
-        harness.open();
-        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
-        slotReady(harness, operator, told);
-        // The read hands its rows over in batches and waits when the task is that many behind: its
-        // transaction is open, part of its rows read. Then the source goes.
-        Waiting.until("the read to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
-        pg.close();
-        advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
+        cutInTheRead(harness, operator, told, snapshot, path, pg);
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.CATCHING_UP);
         assertStreamAskedForWhileTheSourceIsOut(path, told.streamStarts());
         // A load's state checkpointed now holds part of the fences: restored, it is not trusted.
@@ -556,25 +540,11 @@ class FenceIndexRecoveryTest {
     Path data = dir.resolve("pg");
     EmbeddedPostgres pg = postgres(port, data);
     try {
-      int fences = 12_000;
-      OperatorSubtaskState snapshot;
-      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
-        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-        insertSquares(db, fences);
-        snapshot = restoredStateWithout(db, null, 10);
-        s.execute("SELECT pg_create_logical_replication_slot('slot_gap', 'pgoutput')");
-        s.execute("UPDATE fences SET geom = geom");
-      }
+      OperatorSubtaskState snapshot = everyFenceChangedSince(pg, 12_000, "slot_gap");
       FenceIndexOperator operator = operator(port, "slot_gap").catchingUp(CatchUp.LOAD, true);
       Told told = told(operator);
       try (var harness = harness(operator)) {
-        harness.initializeState(snapshot);
-        harness.open();
-        advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> CatchUp.LOAD.label().equals(e.catchupPath)), "the load's choice");
-        slotReady(harness, operator, told);
-        Waiting.until("the load to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
-        pg.close();
-        advanceUntil(harness, () -> !operator.view().recovering(), "the cut load to fail");
+        cutInTheRead(harness, operator, told, snapshot, CatchUp.LOAD, pg);
         // fence-0 at the source's version, which the emptied index has not read again: a gap.
         harness.processElement1(upsert("fence-0", 2, SQUARE, false, System.currentTimeMillis()), 0);
         assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
@@ -846,6 +816,38 @@ class FenceIndexRecoveryTest {
     Map<String, Long> held = new TreeMap<>();
     operator.view().fences().liveIds().forEach(id -> held.put(id, operator.view().fences().seqOf(id)));
     return held;
+  }
+
+  /**
+   * A source of {@code fences} squares with a slot, and the state of a job that read them all:
+   * every fence changed once since, so that a catch-up's read has more rows than the task takes
+   * ahead.
+   */
+  private static OperatorSubtaskState everyFenceChangedSince(EmbeddedPostgres pg, int fences, String slot) throws Exception {
+    try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      insertSquares(db, fences);
+      OperatorSubtaskState snapshot = restoredStateWithout(db, null, 10);
+      s.execute("SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')");
+      s.execute("UPDATE fences SET geom = geom");
+      return snapshot;
+    }
+  }
+
+  /**
+   * Restores {@code snapshot} and stops the source in the middle of the catch-up's read by {@code
+   * path}: the read hands its rows over in batches and waits when the task is that many behind, its
+   * transaction open and part of its rows read; then the source goes, and the read fails.
+   */
+  private static void cutInTheRead(KeyedTwoInputStreamOperatorTestHarness<FenceKey, FenceChange, Location, GeofenceTrigger> harness,
+      FenceIndexOperator operator, Told told, OperatorSubtaskState snapshot, CatchUp path, EmbeddedPostgres pg) throws Exception {
+    harness.initializeState(snapshot);
+    harness.open();
+    advanceUntil(harness, () -> episodes(harness).stream().anyMatch(e -> path.label().equals(e.catchupPath)), "the catch-up's choice");
+    slotReady(harness, operator, told);
+    Waiting.until("the read to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
+    pg.close();
+    advanceUntil(harness, () -> !operator.view().recovering(), "the cut read to fail");
   }
 
   private static void insertSquares(Connection db, int n) throws Exception {
