@@ -193,6 +193,9 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       for (String id : unreadable) {
         ledger.removeUnreadable(id);
       }
+      // Once: a read tried again must not remove what the one before it stored (which it then
+      // takes as duplicates, never stored again).
+      unreadable.clear();
       read = SourceRead.ofAllBuckets();
       if (readiness.loading()) {
         source.initialRead();
@@ -393,7 +396,6 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
       finishReread(result, gone);
     } else {
       boolean loaded = readiness.loading();
-      unreadable.clear();
       // A catch-up's load that a rebuild took over (the index distrusted while the load was tried
       // again) is over too: the rebuild read every fence, and checkpoints are whole again.
       heldBeforeLoad = null;

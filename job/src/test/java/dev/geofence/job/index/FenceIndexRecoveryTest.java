@@ -571,6 +571,54 @@ class FenceIndexRecoveryTest {
   }
 
   /**
+   * A rebuild of state in a format this release cannot read, cut by the source and tried again:
+   * what the first attempt stored stays stored. Before, the retry removed every unreadable fence
+   * again, those the first attempt had stored too, and its read found them held at their seq (a
+   * duplicate, not stored again): live in memory, missing from every checkpoint after.
+   */
+  @Test
+  void aRebuildOfUnreadableStateTriedAgainKeepsWhatItStored(@TempDir Path dir) throws Exception {
+    int port = freePort();
+    Path data = dir.resolve("pg");
+    EmbeddedPostgres pg = postgres(port, data);
+    try {
+      int fences = 12_000;
+      OperatorSubtaskState snapshot;
+      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+        insertSquares(db, fences);
+        snapshot = restoredStateWithout(db, null, 10, new FenceIndexState.Writing((byte) 9, false));
+        s.execute("SELECT pg_create_logical_replication_slot('slot_unreadable', 'pgoutput')");
+      }
+      FenceIndexOperator operator = operator(port, "slot_unreadable");
+      OperatorSubtaskState ready;
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        Waiting.until("the rebuild to wait for the task", Duration.ofMinutes(1), () -> harness.getTaskMailbox().size() >= 4);
+        pg.close();
+        advanceUntil(harness, () -> !operator.view().recovering(), "the cut rebuild to fail");
+        assertThat(operator.view().fences().liveCount()).as("part of the fences read and stored").isPositive().isLessThan(fences);
+        pg = postgres(port, data);
+        advanceUntil(harness, () -> !operator.view().recovering() && operator.view().phase() != LoadPhase.REBUILDING,
+            "the rebuild tried again once the source is back");
+        heartbeat(harness, FAR_LSN, System.currentTimeMillis());
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        ready = harness.snapshot(2, 20);
+      }
+      FenceIndexOperator restored = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB);
+      try (var again = harness(restored)) {
+        again.initializeState(ready);
+        again.open();
+        assertThat(restored.view().fences().liveCount()).as("every fence in the state checkpointed once ready").isEqualTo(fences);
+      }
+    } finally {
+      pg.close();
+    }
+  }
+
+  /**
    * A bucket left mismatched by an edit the stream never carried is read again; when the source
    * does not answer that re-read, the bucket is read again once the source is back (after its
    * backoff, in the same episode), and the index is ready again. Before, the failed re-read counted as done
@@ -865,7 +913,13 @@ class FenceIndexRecoveryTest {
    * bucket corrupted) and streamed up to {@link #FAR_LSN}, committed at {@code time}.
    */
   private static OperatorSubtaskState restoredStateWithout(Connection db, String missing, long time) throws Exception {
-    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB))) {
+    return restoredStateWithout(db, missing, time, FenceIndexState.Writing.CURRENT);
+  }
+
+  /** As {@link #restoredStateWithout(Connection, String, long)}, the state written as {@code writing} says. */
+  private static OperatorSubtaskState restoredStateWithout(Connection db, String missing, long time, FenceIndexState.Writing writing)
+      throws Exception {
+    try (var harness = harness(new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writing(writing))) {
       harness.open();
       dev.geofence.connectors.source.BucketRead.read(db, dev.geofence.connectors.cdc.FenceTableColumns.defaults(), 128, 0, 127,
           change -> {
