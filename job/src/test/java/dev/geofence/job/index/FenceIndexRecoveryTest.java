@@ -583,13 +583,7 @@ class FenceIndexRecoveryTest {
     EmbeddedPostgres pg = postgres(port, data);
     try {
       int fences = 12_000;
-      OperatorSubtaskState snapshot;
-      try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
-        Migrations.applySource(db, Migrations.GeometryColumn.WKB);
-        insertSquares(db, fences);
-        snapshot = restoredStateWithout(db, null, 10, new FenceIndexState.Writing((byte) 9, false));
-        s.execute("SELECT pg_create_logical_replication_slot('slot_unreadable', 'pgoutput')");
-      }
+      OperatorSubtaskState snapshot = squaresRead(pg, fences, "slot_unreadable", new FenceIndexState.Writing((byte) 9, false));
       FenceIndexOperator operator = operator(port, "slot_unreadable");
       OperatorSubtaskState ready;
       try (var harness = harness(operator)) {
@@ -872,12 +866,21 @@ class FenceIndexRecoveryTest {
    * ahead.
    */
   private static OperatorSubtaskState everyFenceChangedSince(EmbeddedPostgres pg, int fences, String slot) throws Exception {
+    OperatorSubtaskState snapshot = squaresRead(pg, fences, slot, FenceIndexState.Writing.CURRENT);
+    try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
+      s.execute("UPDATE fences SET geom = geom");
+    }
+    return snapshot;
+  }
+
+  /** A source of {@code fences} squares with a slot, and the state, written as {@code writing} says, of a job that read them all. */
+  private static OperatorSubtaskState squaresRead(EmbeddedPostgres pg, int fences, String slot, FenceIndexState.Writing writing)
+      throws Exception {
     try (Connection db = pg.getPostgresDatabase().getConnection(); Statement s = db.createStatement()) {
       Migrations.applySource(db, Migrations.GeometryColumn.WKB);
       insertSquares(db, fences);
-      OperatorSubtaskState snapshot = restoredStateWithout(db, null, 10);
+      OperatorSubtaskState snapshot = restoredStateWithout(db, null, 10, writing);
       s.execute("SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')");
-      s.execute("UPDATE fences SET geom = geom");
       return snapshot;
     }
   }
