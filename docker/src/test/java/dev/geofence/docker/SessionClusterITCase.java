@@ -99,6 +99,24 @@ class SessionClusterITCase extends EndToEndFixture {
     assertThat(assertWarmUps(second, 2, "savepoint")).filteredOn(e -> e.startMode().equals("savepoint"))
         .allSatisfy(e -> assertThat(e.gapCheck()).as("gap check of %s", e).isEqualTo("covered"));
     deployBlueGreen(second);
+    assertThePasswordStaysOutOfTheLogs();
+  }
+
+  /**
+   * The cluster logs everything at INFO, as Flink's usual configuration does; Flink CDC's logger of
+   * its Debezium configuration (the password in it) printed nothing, since the job held it at WARN
+   * in each TaskManager before a reader started.
+   */
+  private void assertThePasswordStaysOutOfTheLogs() throws IOException {
+    String cdcConfigLogger = "org.apache.flink.cdc.connectors.postgres.source.fetch.PostgresSourceFetchTaskContext";
+    StringBuilder logs = new StringBuilder();
+    try (var files = Files.list(cluster.resolve("log"))) {
+      for (Path log : files.filter(f -> f.getFileName().toString().endsWith(".log")).toList()) {
+        logs.append(Files.readString(log, StandardCharsets.ISO_8859_1));
+      }
+    }
+    assertThat(logs).as("the cluster's logs").contains("Held " + cdcConfigLogger + " at WARN")
+        .doesNotContain("PostgresConnectorConfig is", "database.password");
   }
 
   /**

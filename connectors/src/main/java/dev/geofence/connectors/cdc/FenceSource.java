@@ -1,6 +1,7 @@
 package dev.geofence.connectors.cdc;
 
 import java.util.Properties;
+import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.cdc.connectors.base.options.StartupOptions;
 import org.apache.flink.cdc.connectors.postgres.source.PostgresSourceBuilder.PostgresIncrementalSource;
 
@@ -26,7 +27,8 @@ public final class FenceSource {
         + " ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
   }
 
-  public static PostgresIncrementalSource<FenceChange> create(FenceSourceOptions options) {
+  /** Flink CDC's Postgres source of the fence tables, which never logs the password (see {@link PasswordSafeSource}). */
+  public static Source<FenceChange, ?, ?> create(FenceSourceOptions options) {
     FenceTableColumns columns = options.columns();
     String schema = columns.schema();
     Properties debezium = new Properties();
@@ -57,7 +59,7 @@ public final class FenceSource {
     // except the value Debezium puts in place of a column an update left unchanged and PostgreSQL
     // keeps out of line (a geometry over about 2 KB), which the deserializer recognises.
     debezium.setProperty("unavailable.value.placeholder", FenceChangeDeserializer.UNCHANGED);
-    return PostgresIncrementalSource.<FenceChange>builder()
+    return new PasswordSafeSource<>(PostgresIncrementalSource.<FenceChange>builder()
         .hostname(options.hostname())
         .port(options.port())
         .database(options.database())
@@ -76,6 +78,6 @@ public final class FenceSource {
         .lsnCommitCheckpointsDelay(3)
         .debeziumProperties(debezium)
         .deserializer(new FenceChangeDeserializer(columns))
-        .build();
+        .build());
   }
 }

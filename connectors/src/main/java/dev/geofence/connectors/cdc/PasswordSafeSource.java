@@ -1,0 +1,105 @@
+package dev.geofence.connectors.cdc;
+
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.connector.source.Boundedness;
+import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.api.connector.source.SourceReader;
+import org.apache.flink.api.connector.source.SourceReaderContext;
+import org.apache.flink.api.connector.source.SourceSplit;
+import org.apache.flink.api.connector.source.SplitEnumerator;
+import org.apache.flink.api.connector.source.SplitEnumeratorContext;
+import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.core.config.Configurator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Flink CDC's Postgres source, with the one log line that prints the database password kept out
+ * of the log. Flink CDC 3.5 logs its whole Debezium configuration, {@code database.password}
+ * included, at INFO from {@link #CONFIG_LOGGER} each time a reader starts reading, and a cluster's
+ * usual log configuration has everything at INFO. So before its enumerator or a reader is made,
+ * in whichever JVM that is, that one logger is held at WARN if Log4j 2 is the logging backend (as
+ * in Flink's distribution); with another backend the job warns once, naming the logger to hold
+ * (docs/deployment.md#logging). A log configuration reloaded later (Log4j's {@code
+ * monitorInterval}) sets the logger back until the next reader starts, so deployment.md still
+ * tells users to hold it there too.
+ *
+ * <p>Everything else is the wrapped source's: its splits and enumerator checkpoints are written by
+ * its own serializers, so savepoints of the source are the same as without the wrapper.
+ */
+final class PasswordSafeSource<T, S extends SourceSplit, E> implements Source<T, S, E>, ResultTypeQueryable<T> {
+
+  private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(PasswordSafeSource.class);
+
+  /** The logger that prints the Debezium configuration, password included, at INFO. */
+  static final String CONFIG_LOGGER = "org.apache.flink.cdc.connectors.postgres.source.fetch.PostgresSourceFetchTaskContext";
+
+  private final Source<T, S, E> source;
+  private final TypeInformation<T> producedType;
+
+  <Q extends Source<T, S, E> & ResultTypeQueryable<T>> PasswordSafeSource(Q source) {
+    this.source = source;
+    this.producedType = source.getProducedType();
+  }
+
+  @Override
+  public Boundedness getBoundedness() {
+    return source.getBoundedness();
+  }
+
+  @Override
+  public SourceReader<T, S> createReader(SourceReaderContext context) throws Exception {
+    quietConfigLogger();
+    return source.createReader(context);
+  }
+
+  @Override
+  public SplitEnumerator<S, E> createEnumerator(SplitEnumeratorContext<S> context) throws Exception {
+    quietConfigLogger();
+    return source.createEnumerator(context);
+  }
+
+  @Override
+  public SplitEnumerator<S, E> restoreEnumerator(SplitEnumeratorContext<S> context, E checkpoint) throws Exception {
+    quietConfigLogger();
+    return source.restoreEnumerator(context, checkpoint);
+  }
+
+  @Override
+  public SimpleVersionedSerializer<S> getSplitSerializer() {
+    return source.getSplitSerializer();
+  }
+
+  @Override
+  public SimpleVersionedSerializer<E> getEnumeratorCheckpointSerializer() {
+    return source.getEnumeratorCheckpointSerializer();
+  }
+
+  @Override
+  public TypeInformation<T> getProducedType() {
+    return producedType;
+  }
+
+  /** Holds {@link #CONFIG_LOGGER} at WARN if it would log at INFO; says so either way. */
+  static void quietConfigLogger() {
+    Logger config = LoggerFactory.getLogger(CONFIG_LOGGER);
+    if (!config.isInfoEnabled()) {
+      return;
+    }
+    try {
+      Configurator.setLevel(CONFIG_LOGGER, Level.WARN);
+    } catch (LinkageError notLog4j) {
+      // Another logging backend than Log4j 2 core: only its own configuration can hold the logger.
+    }
+    if (config.isInfoEnabled()) {
+      LOG.warn("Flink CDC logs the fence database's password at INFO from {}, and this logging backend could not be told"
+          + " otherwise: set that logger to WARN in the log configuration (docs/deployment.md#logging)", CONFIG_LOGGER);
+    } else {
+      LOG.info("Held {} at WARN: Flink CDC logs the fence database's password at INFO from it (docs/deployment.md#logging)",
+          CONFIG_LOGGER);
+    }
+  }
+}
