@@ -37,6 +37,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
+import java.util.stream.Collectors;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.client.deployment.StandaloneClusterId;
@@ -223,8 +224,9 @@ class HandoverITCase extends EndToEndFixture {
       template.addAll(deployOptions(kafka, "2 s").subList(2, deployOptions(kafka, "2 s").size()));
       template.set(template.indexOf("--locations") + 1, "kafka:" + kafka.bootstrapServers() + "/locations");
 
+      Set<String> earlier = jobsOnCluster();
       CompletableFuture<Command> blueRun = commandInBackground(template);
-      String blueId = awaitNewJob(Set.of());
+      String blueId = awaitNewJob(earlier);
       try (Connection admin = DriverManager.getConnection(url, "postgres", "")) {
         Waiting.until("the first colour to write the outputs", PATIENCE, () -> Handover.read(admin, JOB),
             row -> row.isPresent() && row.get().writer().equals(blueId) && row.get().writesUntil() != Handover.NONE);
@@ -240,8 +242,9 @@ class HandoverITCase extends EndToEndFixture {
         List<String> stuck = new ArrayList<>(template);
         stuck.set(stuck.indexOf("--parallelism") + 1, "8");
         stuck.add("-Dexecution.savepoint.path=" + unused);
+        earlier = jobsOnCluster();
         CompletableFuture<Command> stuckRun = commandInBackground(stuck);
-        cancelOnCluster(awaitNewJob(Set.of(blueId), status -> !status.isGloballyTerminalState()));
+        cancelOnCluster(awaitNewJob(earlier, status -> !status.isGloballyTerminalState()));
         Command stuckEnded = stuckRun.handle((done, failed) -> done).get(2, TimeUnit.MINUTES);
         System.out.println("The aborted colour's run: " + (stuckEnded == null ? "ended in failure" : stuckEnded.err()));
         Waiting.until("the old colour to drop the copy nobody read", PATIENCE, () -> SlotProbe.read(admin, unusedCopy).exists(),
@@ -255,8 +258,9 @@ class HandoverITCase extends EndToEndFixture {
         // ... and the new colour from the same template, given that savepoint.
         List<String> green = new ArrayList<>(template);
         green.add("-Dexecution.savepoint.path=" + savepoint);
+        earlier = jobsOnCluster();
         CompletableFuture<Command> greenRun = commandInBackground(green);
-        String greenId = awaitNewJob(Set.of(blueId));
+        String greenId = awaitNewJob(earlier);
         Handover.Row registered = Waiting.until("the new colour to register as the standby", PATIENCE,
             () -> Handover.read(admin, JOB).orElseThrow(), row -> !row.writer().equals(blueId) || greenId.equals(row.standby())
                 || greenId.equals(row.nextWriter()));
@@ -296,6 +300,16 @@ class HandoverITCase extends EndToEndFixture {
     try (RestClusterClient<StandaloneClusterId> client = clusterClient()) {
       return client.triggerSavepoint(JobID.fromHexString(job), temp.resolve("savepoints").toUri().toString(),
           SavepointFormatType.CANONICAL).get();
+    }
+  }
+
+  /**
+   * The ids of every job on the cluster, whatever its state: a job submitted next is none of them.
+   * (The cluster is the class's: a job of an earlier case may still be cancelling.)
+   */
+  private static Set<String> jobsOnCluster() throws Exception {
+    try (RestClusterClient<StandaloneClusterId> client = clusterClient()) {
+      return client.listJobs().get().stream().map(j -> j.getJobId().toString()).collect(Collectors.toSet());
     }
   }
 
