@@ -15,6 +15,7 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -784,12 +785,21 @@ public final class FenceIndexState implements LedgerStore, Membership {
     members.remove(objectId);
   }
 
-  /** The objects inside the fence now, which then leave it all: a delete's EXITs. */
-  public List<String> takeMembers(String fenceId) throws Exception {
+  /**
+   * The objects inside the fence since {@code time} or before, which then leave it: a delete's
+   * EXITs. Those that entered after it stay, members of a later version (FenceLedger.Listener).
+   */
+  public List<String> takeMembersEnteredBy(String fenceId, long time) throws Exception {
     return withKey(new FenceKey(fenceId), () -> {
-      List<String> inside = listOf(members.keys());
-      members.clear();
-      return inside;
+      List<String> leaving = new ArrayList<>();
+      for (Iterator<Map.Entry<String, Long>> inside = members.iterator(); inside.hasNext(); ) {
+        Map.Entry<String, Long> member = inside.next();
+        if (member.getValue() <= time) {
+          leaving.add(member.getKey());
+          inside.remove();
+        }
+      }
+      return leaving;
     });
   }
 

@@ -174,6 +174,74 @@ class FenceIndexRecoveryTest {
   }
 
   /**
+   * A rebuild over a set that holds none of a fence's versions (restored state of a format this
+   * release cannot read) reads the fence's tombstone before its re-created row. The delete EXITs
+   * only the members that entered at or before it: an object that entered the re-created fence
+   * stays inside it (before, it was EXITed at the delete's time, before its own ENTER), and one
+   * inside a fence deleted while the job was down still leaves it.
+   */
+  @Test
+  void aRebuildOfUnreadableStateKeepsTheMembersOfAFenceReCreatedBeforeTheSavepoint() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_reborn', 'pgoutput')");
+      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+        // d deleted and re-created (seq 3, after its tombstone of seq 2) before the savepoint.
+        for (String[] fence : new String[][] {{"d", SQUARE}, {"e", FAR_SQUARE}, {"delete", "d"}, {"d", SQUARE}}) {
+          if (fence[0].equals("delete")) {
+            s.execute("DELETE FROM fences WHERE id = '" + fence[1] + "'");
+            continue;
+          }
+          insert.setString(1, fence[0]);
+          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
+          insert.execute();
+        }
+      }
+      long now = System.currentTimeMillis();
+
+      OperatorSubtaskState snapshot;
+      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
+          .writing(new FenceIndexState.Writing((byte) 9, false));
+      try (var harness = harness(other)) {
+        harness.open();
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+        source.send(upsert("d", 3, SQUARE, true, 0));
+        source.send(upsert("e", 1, FAR_SQUARE, true, 0));
+        source.sendAllBuckets();
+        // o1 entered the re-created d; o2 entered e a minute before the delete below.
+        harness.processElement2(location("o1", now + 100, 5, 5), now + 100);
+        harness.processElement2(location("o2", now - 60_000, 25, 25), now - 60_000);
+        harness.processBothWatermarks(new Watermark(now + 200));
+        assertThat(triggers(harness)).extracting(Object::toString)
+            .containsExactlyInAnyOrder("ENTER o1 d@3 t=" + (now + 100), "ENTER o2 e@1 t=" + (now - 60_000));
+        snapshot = harness.snapshot(1, now + 200);
+      }
+      s.execute("DELETE FROM fences WHERE id = 'e'");
+
+      FenceIndexOperator operator = operator(pg.getPort(), "slot_reborn");
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !operator.view().recovering(), "the rebuild's read");
+        assertThat(operator.view().fences().seqOf("d")).isEqualTo(3);
+        assertThat(operator.view().fences().isLive("e")).isFalse();
+        heartbeat(harness, FAR_LSN, System.currentTimeMillis());
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        // o1 leaves d: an EXIT only if it was still inside.
+        long later = System.currentTimeMillis() + 1_000;
+        harness.processElement2(location("o1", later, 25, 25), later);
+        harness.processBothWatermarks(new Watermark(later + 100));
+        assertThat(triggers(harness)).extracting(Object::toString).satisfiesExactlyInAnyOrder(
+            t -> assertThat(t).as("o2 EXITs the fence deleted while down").startsWith("EXIT o2 e@2 t="),
+            t -> assertThat(t).as("o1 was still inside the re-created d").isEqualTo("EXIT o1 d@3 t=" + later));
+      }
+    }
+  }
+
+  /**
    * A fresh start reads its buckets from the source; state checkpointed before that read was done
    * lacks fences the stream will never bring again, so a restore of it reads them again.
    */

@@ -57,7 +57,12 @@ public final class FenceLedger {
     /** The stream delivered a seq gap: it lost an edit, so nothing else it delivered can be trusted. */
     void gap(String reason) throws Exception;
 
-    /** Every object inside the deleted fence leaves it now, at the delete's commit time. */
+    /**
+     * Every object inside the deleted fence since at or before the delete's commit time leaves it
+     * now, at that time. One that entered after it entered a later version (the fence re-created):
+     * a read of a set that held none of the fence's versions cannot tell otherwise, and an EXIT is
+     * never older than its ENTER.
+     */
     void exitMembers(String fenceId, long deletedAt, long seq) throws Exception;
   }
 
