@@ -1,15 +1,13 @@
 package dev.geofence.connectors.cdc;
 
+import dev.geofence.connectors.WrappingSource;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.api.connector.source.Boundedness;
 import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.api.connector.source.SourceReader;
-import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.api.connector.source.SplitEnumerator;
 import org.apache.flink.api.connector.source.SplitEnumeratorContext;
 import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
-import org.apache.flink.core.io.SimpleVersionedSerializer;
 import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.core.config.Configurator;
 import org.slf4j.Logger;
@@ -19,17 +17,17 @@ import org.slf4j.LoggerFactory;
  * Flink CDC's Postgres source, with the one log line that prints the database password kept out
  * of the log. Flink CDC 3.5 logs its whole Debezium configuration, {@code database.password}
  * included, at INFO from {@link #CONFIG_LOGGER} each time a reader starts reading, and a cluster's
- * usual log configuration has everything at INFO. So before its enumerator or a reader is made,
+ * usual log configuration has everything at INFO. So once its enumerator or a reader is made,
  * in whichever JVM that is, that one logger is held at WARN if Log4j 2 is the logging backend (as
  * in Flink's distribution); with another backend the job warns once, naming the logger to hold
  * (docs/deployment.md#logging). A log configuration reloaded later (Log4j's {@code
  * monitorInterval}) sets the logger back until the next reader starts, so deployment.md still
  * tells users to hold it there too.
  *
- * <p>Everything else is the wrapped source's: its splits and enumerator checkpoints are written by
- * its own serializers, so savepoints of the source are the same as without the wrapper.
+ * <p>Everything else is the wrapped source's ({@link WrappingSource}), so savepoints of the source
+ * are the same as without the wrapper.
  */
-final class PasswordSafeSource<T, S extends SourceSplit, E> implements Source<T, S, E>, ResultTypeQueryable<T> {
+final class PasswordSafeSource<T, S extends SourceSplit, E> extends WrappingSource<T, S, E> implements ResultTypeQueryable<T> {
 
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(PasswordSafeSource.class);
@@ -37,45 +35,26 @@ final class PasswordSafeSource<T, S extends SourceSplit, E> implements Source<T,
   /** The logger that prints the Debezium configuration, password included, at INFO. */
   static final String CONFIG_LOGGER = "org.apache.flink.cdc.connectors.postgres.source.fetch.PostgresSourceFetchTaskContext";
 
-  private final Source<T, S, E> source;
   private final TypeInformation<T> producedType;
 
   <Q extends Source<T, S, E> & ResultTypeQueryable<T>> PasswordSafeSource(Q source) {
-    this.source = source;
+    super(source);
     this.producedType = source.getProducedType();
   }
 
-  @Override
-  public Boundedness getBoundedness() {
-    return source.getBoundedness();
-  }
+  // Made, not yet started: Flink CDC makes the fetch task context that logs the configuration only
+  // when the started reader reads a split. The enumerator holds it in the JobManager too.
 
   @Override
-  public SourceReader<T, S> createReader(SourceReaderContext context) throws Exception {
+  protected SourceReader<T, S> wrap(SourceReader<T, S> reader) {
     quietConfigLogger();
-    return source.createReader(context);
+    return reader;
   }
 
   @Override
-  public SplitEnumerator<S, E> createEnumerator(SplitEnumeratorContext<S> context) throws Exception {
+  protected SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
     quietConfigLogger();
-    return source.createEnumerator(context);
-  }
-
-  @Override
-  public SplitEnumerator<S, E> restoreEnumerator(SplitEnumeratorContext<S> context, E checkpoint) throws Exception {
-    quietConfigLogger();
-    return source.restoreEnumerator(context, checkpoint);
-  }
-
-  @Override
-  public SimpleVersionedSerializer<S> getSplitSerializer() {
-    return source.getSplitSerializer();
-  }
-
-  @Override
-  public SimpleVersionedSerializer<E> getEnumeratorCheckpointSerializer() {
-    return source.getEnumeratorCheckpointSerializer();
+    return enumerator;
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.geofence.job.hold;
 
+import dev.geofence.connectors.WrappingSource;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -34,12 +35,12 @@ public final class GatedFenceSource<T, S extends SourceSplit, E> extends Wrappin
   }
 
   @Override
-  SourceReader<T, S> wrap(SourceReader<T, S> reader) {
+  protected SourceReader<T, S> wrap(SourceReader<T, S> reader) {
     return new HeldReader<>(reader);
   }
 
   @Override
-  SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
+  protected SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
     return new Enumerator<>(enumerator, context, token);
   }
 

@@ -1,5 +1,6 @@
 package dev.geofence.job.hold;
 
+import dev.geofence.connectors.WrappingSource;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 import org.apache.flink.api.connector.source.ReaderOutput;
@@ -32,12 +33,12 @@ public final class GatedLocationSource<T, S extends SourceSplit, E> extends Wrap
   }
 
   @Override
-  SourceReader<T, S> wrap(SourceReader<T, S> reader) {
+  protected SourceReader<T, S> wrap(SourceReader<T, S> reader) {
     return new GatedReader<>(reader);
   }
 
   @Override
-  SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
+  protected SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context) {
     return new GatedEnumerator<>(enumerator, context, token);
   }
 

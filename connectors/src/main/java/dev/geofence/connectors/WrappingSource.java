@@ -1,4 +1,4 @@
-package dev.geofence.job.hold;
+package dev.geofence.connectors;
 
 import org.apache.flink.api.connector.source.Boundedness;
 import org.apache.flink.api.connector.source.Source;
@@ -11,24 +11,24 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
  * A source that wraps another's readers and enumerators and keeps its splits, enumerator state and
- * their serializers, so that a savepoint of either restores into the other: the base of the gated
- * sources.
+ * their serializers, so that a savepoint of either restores into the other: the base of the fence
+ * source that keeps the password out of the log and of the job's gated sources.
  */
-abstract class WrappingSource<T, S extends SourceSplit, E> implements Source<T, S, E> {
+public abstract class WrappingSource<T, S extends SourceSplit, E> implements Source<T, S, E> {
 
   private static final long serialVersionUID = 1L;
 
   protected final Source<T, S, E> source;
 
-  WrappingSource(Source<T, S, E> source) {
+  protected WrappingSource(Source<T, S, E> source) {
     this.source = source;
   }
 
   /** The reader that wraps {@code reader}. */
-  abstract SourceReader<T, S> wrap(SourceReader<T, S> reader);
+  protected abstract SourceReader<T, S> wrap(SourceReader<T, S> reader);
 
   /** The enumerator that wraps {@code enumerator}. */
-  abstract SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context);
+  protected abstract SplitEnumerator<S, E> wrap(SplitEnumerator<S, E> enumerator, SplitEnumeratorContext<S> context);
 
   @Override
   public Boundedness getBoundedness() {
