@@ -126,19 +126,12 @@ class FenceIndexRecoveryTest {
         Statement s = db.createStatement()) {
       Migrations.applySource(db, Migrations.GeometryColumn.WKB);
       s.execute("SELECT pg_create_logical_replication_slot('slot_format', 'pgoutput')");
-      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-        for (String[] fence : new String[][] {{"a", SQUARE}, {"b", FAR_SQUARE}, {"c", SQUARE}}) {
-          insert.setString(1, fence[0]);
-          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
-          insert.execute();
-        }
-      }
+      writeFences(db, new String[][] {{"a", SQUARE}, {"b", FAR_SQUARE}, {"c", SQUARE}});
       s.execute("UPDATE fences SET geom = geom WHERE id = 'a'");
       s.execute("DELETE FROM fences WHERE id = 'c'");
 
       OperatorSubtaskState snapshot;
-      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
-          .writing(new FenceIndexState.Writing((byte) 9, false));
+      FenceIndexOperator other = writingAnUnknownFormat();
       try (var harness = harness(other)) {
         harness.open();
         FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
@@ -187,23 +180,14 @@ class FenceIndexRecoveryTest {
         Statement s = db.createStatement()) {
       Migrations.applySource(db, Migrations.GeometryColumn.WKB);
       s.execute("SELECT pg_create_logical_replication_slot('slot_reborn', 'pgoutput')");
-      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-        // d deleted and re-created (seq 3, after its tombstone of seq 2) before the savepoint.
-        for (String[] fence : new String[][] {{"d", SQUARE}, {"e", FAR_SQUARE}, {"delete", "d"}, {"d", SQUARE}}) {
-          if (fence[0].equals("delete")) {
-            s.execute("DELETE FROM fences WHERE id = '" + fence[1] + "'");
-            continue;
-          }
-          insert.setString(1, fence[0]);
-          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
-          insert.execute();
-        }
-      }
+      // d deleted and re-created (seq 3, after its tombstone of seq 2) before the savepoint.
+      writeFences(db, new String[][] {{"d", SQUARE}, {"e", FAR_SQUARE}});
+      s.execute("DELETE FROM fences WHERE id = 'd'");
+      writeFences(db, new String[][] {{"d", SQUARE}});
       long now = System.currentTimeMillis();
 
       OperatorSubtaskState snapshot;
-      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
-          .writing(new FenceIndexState.Writing((byte) 9, false));
+      FenceIndexOperator other = writingAnUnknownFormat();
       try (var harness = harness(other)) {
         harness.open();
         FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
@@ -1047,6 +1031,22 @@ class FenceIndexRecoveryTest {
   }
 
   /** The operator, its source of truth the test's server, streaming from {@code slot}. */
+  /** Inserts the fences, each an id and the WKT of its geometry. */
+  private static void writeFences(Connection db, String[][] fences) throws Exception {
+    try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+      for (String[] fence : fences) {
+        insert.setString(1, fence[0]);
+        insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
+        insert.execute();
+      }
+    }
+  }
+
+  /** An operator that writes its fences in a format this release cannot read: restoring it rebuilds. */
+  private static FenceIndexOperator writingAnUnknownFormat() {
+    return new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writing(new FenceIndexState.Writing((byte) 9, false));
+  }
+
   private static FenceIndexOperator operator(int port, String slot) {
     return new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB, options(port, slot), null);
   }
