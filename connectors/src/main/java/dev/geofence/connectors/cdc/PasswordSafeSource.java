@@ -19,7 +19,7 @@ import org.slf4j.LoggerFactory;
  * included, at INFO from {@link #CONFIG_LOGGER} each time a reader starts reading, and a cluster's
  * usual log configuration has everything at INFO. So once its enumerator or a reader is made,
  * in whichever JVM that is, that one logger is held at WARN if Log4j 2 is the logging backend (as
- * in Flink's distribution); with another backend the job warns once, naming the logger to hold
+ * in Flink's distribution); with another backend the job warns, naming the logger to hold
  * (docs/deployment.md#logging). A log configuration reloaded later (Log4j's {@code
  * monitorInterval}) sets the logger back until the next reader starts, so deployment.md still
  * tells users to hold it there too.
@@ -70,8 +70,9 @@ final class PasswordSafeSource<T, S extends SourceSplit, E> extends WrappingSour
     }
     try {
       Configurator.setLevel(CONFIG_LOGGER, Level.WARN);
-    } catch (LinkageError notLog4j) {
-      // Another logging backend than Log4j 2 core: only its own configuration can hold the logger.
+    } catch (LinkageError | RuntimeException notLog4j) {
+      // Another logging backend than Log4j 2 core (no core classes, or core on the class path
+      // without being the backend: a ClassCastException): only its own configuration can hold it.
     }
     if (config.isInfoEnabled()) {
       LOG.warn("Flink CDC logs the fence database's password at INFO from {}, and this logging backend could not be told"

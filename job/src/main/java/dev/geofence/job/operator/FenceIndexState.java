@@ -15,7 +15,6 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -787,16 +786,25 @@ public final class FenceIndexState implements LedgerStore, Membership {
 
   /**
    * The objects inside the fence since {@code time} or before, which then leave it: a delete's
-   * EXITs. Those that entered after it stay, members of a later version (FenceLedger.Listener).
+   * EXITs (all of them at {@link Long#MAX_VALUE}; FenceLedger.Listener says when not).
    */
   public List<String> takeMembersEnteredBy(String fenceId, long time) throws Exception {
     return withKey(new FenceKey(fenceId), () -> {
       List<String> leaving = new ArrayList<>();
-      for (Iterator<Map.Entry<String, Long>> inside = members.iterator(); inside.hasNext(); ) {
-        Map.Entry<String, Long> member = inside.next();
+      boolean staying = false;
+      for (Map.Entry<String, Long> member : members.entries()) {
         if (member.getValue() <= time) {
           leaving.add(member.getKey());
-          inside.remove();
+        } else {
+          staying = true;
+        }
+      }
+      if (!staying) {
+        // One clear, as before: the heap backend keeps an emptied map otherwise, in every snapshot.
+        members.clear();
+      } else {
+        for (String objectId : leaving) {
+          members.remove(objectId);
         }
       }
       return leaving;
