@@ -542,8 +542,8 @@ public final class Evaluation {
   }
 
   /**
-   * A fence was deleted: the {@code members} inside leave it now, at the delete's commit time, or at
-   * their silence time if that came first (the owner took them from the fence's durable membership).
+   * A fence was deleted: every object inside leaves it now, at the delete's commit time, or at its
+   * silence time if that came first. The owner clears the fence's durable membership after.
    */
   void deleted(String fenceId, Iterable<String> members, long commitTime, long seq) throws Exception {
     long now = System.currentTimeMillis();

@@ -454,8 +454,8 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     }
 
     @Override
-    public void exitMembers(String fenceId, long deletedAt, long seq, long enteredBy) throws Exception {
-      locations.deleted(fenceId, keyed.takeMembersEnteredBy(fenceId, enteredBy), deletedAt, seq);
+    public void exitMembers(String fenceId, long deletedAt, long seq) throws Exception {
+      locations.deleted(fenceId, keyed.takeMembers(fenceId), deletedAt, seq);
     }
   }
 

@@ -392,7 +392,6 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   @Override
   public void read(BucketRead.Result result) throws Exception {
     List<String> gone = deleteGone(ledger.fences().liveIds());
-    ledger.settleReadDeletes();
     if (!read.ofAll()) {
       finishReread(result, gone);
     } else {
@@ -416,7 +415,6 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
   @Override
   public void readChanged(ChangedRead.Result result) throws Exception {
     List<String> gone = deleteGone(result.missing());
-    ledger.settleReadDeletes();
     read = null;
     boolean loaded = heldBeforeLoad != null;
     heldBeforeLoad = null;

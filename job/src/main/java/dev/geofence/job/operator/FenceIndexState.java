@@ -784,30 +784,12 @@ public final class FenceIndexState implements LedgerStore, Membership {
     members.remove(objectId);
   }
 
-  /**
-   * The objects inside the fence since {@code time} or before, which then leave it: a delete's
-   * EXITs (all of them at {@link Long#MAX_VALUE}; FenceLedger.Listener says when not).
-   */
-  public List<String> takeMembersEnteredBy(String fenceId, long time) throws Exception {
+  /** The objects inside the fence now, which then leave it all: a delete's EXITs. */
+  public List<String> takeMembers(String fenceId) throws Exception {
     return withKey(new FenceKey(fenceId), () -> {
-      List<String> leaving = new ArrayList<>();
-      boolean staying = false;
-      for (Map.Entry<String, Long> member : members.entries()) {
-        if (member.getValue() <= time) {
-          leaving.add(member.getKey());
-        } else {
-          staying = true;
-        }
-      }
-      if (!staying) {
-        // One clear, as before: the heap backend keeps an emptied map otherwise, in every snapshot.
-        members.clear();
-      } else {
-        for (String objectId : leaving) {
-          members.remove(objectId);
-        }
-      }
-      return leaving;
+      List<String> inside = listOf(members.keys());
+      members.clear();
+      return inside;
     });
   }
 

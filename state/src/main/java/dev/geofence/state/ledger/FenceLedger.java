@@ -13,7 +13,6 @@ import dev.geofence.state.segment.FenceSegment;
 import dev.geofence.state.time.FenceHistory;
 import dev.geofence.state.time.StayRules;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -31,8 +30,7 @@ import java.util.Map;
  * locations is still kept in the history, for a late location that falls between them), split
  * after each delete so that its EXITs are never folded away by a re-creation. A delete EXITs the
  * fence's members at once, or, applied ahead of a location older than it (or of the clock while the
- * index warms up), once those are evaluated; a read's delete of a fence held in no version EXITs
- * the members that entered after it only once the read shows the fence was not re-created. Plain Java, not thread-safe: one task thread drives it.
+ * index warms up), once those are evaluated. Plain Java, not thread-safe: one task thread drives it.
  */
 public final class FenceLedger {
 
@@ -59,12 +57,8 @@ public final class FenceLedger {
     /** The stream delivered a seq gap: it lost an edit, so nothing else it delivered can be trusted. */
     void gap(String reason) throws Exception;
 
-    /**
-     * Every object inside the deleted fence since {@code enteredBy} or before leaves it now, at the
-     * delete's commit time: all of them ({@link Long#MAX_VALUE}), unless the ledger held none of the
-     * fence's versions ({@link #settleReadDeletes}).
-     */
-    void exitMembers(String fenceId, long deletedAt, long seq, long enteredBy) throws Exception;
+    /** Every object inside the deleted fence leaves it now, at the delete's commit time. */
+    void exitMembers(String fenceId, long deletedAt, long seq) throws Exception;
   }
 
   private final FenceSet fences;
@@ -76,8 +70,6 @@ public final class FenceLedger {
   private final Listener listener;
   /** The commit time of the last edit of the stream that was queued: its transaction's fingerprints queue too. */
   private long queuedAt = Long.MIN_VALUE;
-  /** Deletes a read brought of fences held in no version, whose later members wait for the read's end. */
-  private final Map<String, Schedule.Exit> readDeletes = new HashMap<>();
 
   public FenceLedger(FenceSet fences, BucketFingerprints fingerprints, Schedule schedule, LedgerStore store, Clock clock,
       Listener listener) {
@@ -149,22 +141,8 @@ public final class FenceLedger {
   public void releaseExit(String fenceId) throws Exception {
     Schedule.Exit delete = schedule.takeExit(fenceId);
     if (delete != null) {
-      listener.exitMembers(fenceId, delete.time(), delete.seq(), Long.MAX_VALUE);
+      listener.exitMembers(fenceId, delete.time(), delete.seq());
     }
-  }
-
-  /**
-   * A read is done: each fence it brought a delete of, held here in no version before, is either
-   * live again (re-created, and the members that entered after the delete are its) or not, and then
-   * they leave it too, at the delete's time.
-   */
-  public void settleReadDeletes() throws Exception {
-    for (Map.Entry<String, Schedule.Exit> delete : readDeletes.entrySet()) {
-      if (!fences.isLive(delete.getKey())) {
-        listener.exitMembers(delete.getKey(), delete.getValue().time(), delete.getValue().seq(), Long.MAX_VALUE);
-      }
-    }
-    readDeletes.clear();
   }
 
   /** Deletes a live fence that a read of the source found no row of at all (as of {@code now}). */
@@ -369,21 +347,13 @@ public final class FenceLedger {
     store.fence(id, new StoredFence(edit.seq(), deleted, deleted ? null : fences.index().get(id), tenant, dwellDelay, edit.commitLsn(),
         edit.commitTimeMillis()));
     boolean aheadOfTheClock = clock.warmingUp() && edit.origin() == EditOrigin.STREAM && edit.commitTimeMillis() > clock.time();
-    if (deleted && storedSeq == 0 && edit.origin() == EditOrigin.SNAPSHOT) {
-      // A read's tombstone of a fence held in no version (restored state unreadable, or set aside by
-      // a load a failover cut): which version the members entered is not known. Those inside since
-      // the delete's time or before leave now; those who entered after it entered the fence
-      // re-created, if the read brings it (settleReadDeletes), since an EXIT is never older than its
-      // ENTER. Not held for older locations: with no version of the fence, none of them can see it.
-      listener.exitMembers(id, edit.commitTimeMillis(), edit.seq(), edit.commitTimeMillis());
-      readDeletes.put(id, new Schedule.Exit(edit.commitTimeMillis(), edit.seq()));
-    } else if (deleted && (clock.oldestHeld() < edit.commitTimeMillis() || aheadOfTheClock)) {
+    if (deleted && (clock.oldestHeld() < edit.commitTimeMillis() || aheadOfTheClock)) {
       // Applied ahead of a held location older than it, or of the clock while warming up: a
       // location older than the delete must still find who was inside, so the EXITs wait for it,
       // as in time order. (A read's delete waits only for held locations, as it always has.)
       schedule.queueExit(id, edit.commitTimeMillis(), edit.seq());
     } else if (deleted) {
-      listener.exitMembers(id, edit.commitTimeMillis(), edit.seq(), Long.MAX_VALUE);
+      listener.exitMembers(id, edit.commitTimeMillis(), edit.seq());
     }
   }
 

@@ -37,8 +37,8 @@ class FenceLedgerTest {
         }
 
         @Override
-        public void exitMembers(String fenceId, long deletedAt, long seq, long enteredBy) {
-          told.add("exit " + fenceId + " at " + deletedAt + (enteredBy == Long.MAX_VALUE ? "" : " entered by " + enteredBy));
+        public void exitMembers(String fenceId, long deletedAt, long seq) {
+          told.add("exit " + fenceId + " at " + deletedAt);
         }
       });
 
@@ -107,30 +107,6 @@ class FenceLedgerTest {
     assertThat(schedule.hasExit("b")).isTrue();
     ledger.releaseExit("b");
     assertThat(told).last().isEqualTo("exit b at 500");
-  }
-
-  /**
-   * A read's delete of a fence held in no version EXITs at once the members that entered by its
-   * time, even with an older location held (none can see a fence held in no version); the rest
-   * leave once the read is done only if it did not bring the fence back. A read's delete of a fence
-   * held EXITs every member, as the stream's does.
-   */
-  @Test
-  void aReadsDeleteOfAFenceHeldInNoVersionLeavesItsLaterMembersToTheReadsEnd() throws Exception {
-    clock.oldestHeld = 50;
-    ledger.read(Queued.of(FenceEdit.delete("gone", 2, EditOrigin.SNAPSHOT, 0, 100)));
-    ledger.read(Queued.of(FenceEdit.delete("back", 2, EditOrigin.SNAPSHOT, 0, 200)));
-    ledger.read(Queued.of(FenceEdit.upsert("back", 3, SQUARE, null, StayRules.NO_FENCE_DELAY, EditOrigin.SNAPSHOT, 0, 300)));
-    assertThat(told).containsExactly("exit gone at 100 entered by 100", "exit back at 200 entered by 200");
-    ledger.settleReadDeletes();
-    assertThat(told).as("the later members of the fence not brought back").last().isEqualTo("exit gone at 100");
-    assertThat(told).hasSize(3);
-    ledger.settleReadDeletes();
-    assertThat(told).as("settled once").hasSize(3);
-
-    clock.oldestHeld = Long.MAX_VALUE;
-    ledger.read(Queued.of(FenceEdit.delete("back", 4, EditOrigin.SNAPSHOT, 0, 400)));
-    assertThat(told).last().isEqualTo("exit back at 400");
   }
 
   /** A creation's and a reshape's superseded versions are kept for late locations, and written at a checkpoint with the fences held back. */
