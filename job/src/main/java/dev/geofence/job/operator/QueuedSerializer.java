@@ -30,6 +30,8 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
   private static final long serialVersionUID = 1L;
 
   public static final byte FORMAT_VERSION = 2;
+  /** The format of every value but an upsert keeping the geometry: what the release before reads. */
+  private static final byte FIRST_FORMAT_VERSION = 1;
   public static final QueuedSerializer INSTANCE = new QueuedSerializer();
 
   private static final int EDIT = 0;
@@ -50,7 +52,7 @@ public final class QueuedSerializer extends VersionedSerializer<Queued> {
 
   @Override
   public void serialize(Queued change, DataOutputView out) throws IOException {
-    out.writeByte(keepsGeometry(change) ? 2 : 1);
+    out.writeByte(keepsGeometry(change) ? FORMAT_VERSION : FIRST_FORMAT_VERSION);
     write(change, out);
   }
 

@@ -124,9 +124,7 @@ public final class FenceSet {
     // keeping the geometry, with its own tenant and delay.
     FenceEdit shaping = coalesced.shaping();
     if (shaping != null && shaping.seq() > storedSeq) {
-      FenceGeometry geometry = shaping.kind() != EditKind.UPSERT_KEEPING_GEOMETRY ? shaping.geometry()
-          : coalesced.shapedBefore() != null && coalesced.shapedBefore().seq() > storedSeq ? coalesced.shapedBefore().geometry()
-          : index.get(id);
+      FenceGeometry geometry = geometryOf(shaping, coalesced.shapedBefore(), storedSeq, id);
       if (geometry != null) {
         index.upsert(id, shaping.tenant(), shaping.dwellDelay(), geometry);
       } else {
@@ -140,6 +138,18 @@ public final class FenceSet {
       live++;
     }
     return outcome;
+  }
+
+  /**
+   * The geometry the shaping edit puts in force: its own, or for an upsert keeping the geometry,
+   * that of the edit that shaped the fence before it in the batch if newer than the stored
+   * version, else the index's.
+   */
+  private FenceGeometry geometryOf(FenceEdit shaping, FenceEdit shapedBefore, long storedSeq, String id) {
+    if (shaping.kind() != EditKind.UPSERT_KEEPING_GEOMETRY) {
+      return shaping.geometry();
+    }
+    return shapedBefore != null && shapedBefore.seq() > storedSeq ? shapedBefore.geometry() : index.get(id);
   }
 
   private static EditOutcome classify(long storedSeq, CoalescedEdit coalesced) {
