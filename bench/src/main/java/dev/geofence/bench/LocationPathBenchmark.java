@@ -393,7 +393,7 @@ public final class LocationPathBenchmark {
     }
 
     @Override
-    public void entered(String fenceId, String objectId, long since) {
+    public void entered(String fenceId, String objectId, long since, long fenceSeq) {
       inside++;
     }
 

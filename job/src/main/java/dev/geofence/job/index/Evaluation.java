@@ -324,7 +324,7 @@ public final class Evaluation {
     long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
-        membership.entered(fenceId, location.objectId, location.timestamp);
+        membership.entered(fenceId, location.objectId, location.timestamp, seqAt(fenceId, then));
         if (mayDwell()) {
           long due = dwellAt(fenceId, location.timestamp, then.get(fenceId));
           if (due != Long.MAX_VALUE) {

@@ -455,7 +455,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
 
     @Override
     public void exitMembers(String fenceId, long deletedAt, long seq) throws Exception {
-      locations.deleted(fenceId, keyed.takeMembers(fenceId), deletedAt, seq);
+      locations.deleted(fenceId, keyed.takeMembersBefore(fenceId, seq), deletedAt, seq);
     }
   }
 

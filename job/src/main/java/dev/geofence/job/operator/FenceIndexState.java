@@ -73,6 +73,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private static final String SEGMENT_STATE = "fence-segment";
   private static final String OVERLAY_PUTS_STATE = "fence-overlay-puts";
   private static final String MEMBERS_STATE = "members";
+  private static final String MEMBER_SEQS_STATE = "member-seqs";
   private static final String FINGERPRINT_STATE = "bucket-fingerprint";
   private static final String POSITION_STATE = "stream-at";
   private static final String LEGACY_BUCKET_STATS_STATE = "bucket-stats";
@@ -120,6 +121,16 @@ public final class FenceIndexState implements LedgerStore, Membership {
   /** The objects inside each fence, and since when. */
   public static MapStateDescriptor<String, Long> membersStateDescriptor() {
     return new MapStateDescriptor<>(MEMBERS_STATE, Types.STRING, Types.LONG);
+  }
+
+  /**
+   * Of the objects inside each fence, the seq of the fence version each entered (ADR 0020): a
+   * delete EXITs those that entered a version before it. Apart from {@link #membersStateDescriptor}
+   * so that savepoints of the releases before, and the savepoint tools' bootstraps, restore without
+   * it: a member with no seq entered a version the job cannot tell, and any delete EXITs it.
+   */
+  public static MapStateDescriptor<String, Long> memberSeqsStateDescriptor() {
+    return new MapStateDescriptor<>(MEMBER_SEQS_STATE, Types.STRING, Types.LONG);
   }
 
   /** Each bucket's fingerprint as the stream delivered it. */
@@ -204,6 +215,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
   private final boolean[] restoredSegment = new boolean[FenceBuckets.COUNT];
   private long segmentsRewritten;
   private final MapState<String, Long> members;
+  private final MapState<String, Long> memberSeqs;
   private final ListState<Queued> queued;
   private final ListState<FenceChange> legacyPendingEdits;
   private final MapState<Long, Long> pendingExits;
@@ -262,6 +274,7 @@ public final class FenceIndexState implements LedgerStore, Membership {
     segment = store.getState(segmentStateDescriptor());
     overlayPutsState = store.getState(overlayPutsStateDescriptor());
     members = store.getMapState(membersStateDescriptor());
+    memberSeqs = store.getMapState(memberSeqsStateDescriptor());
     queued = store.getListState(queuedStateDescriptor());
     legacyPendingEdits = store.getListState(legacyPendingEditsStateDescriptor());
     pendingExits = store.getMapState(pendingExitsStateDescriptor());
@@ -773,23 +786,42 @@ public final class FenceIndexState implements LedgerStore, Membership {
   // ---- who is inside a fence -----------------------------------------------------------------------
 
   @Override
-  public void entered(String fenceId, String objectId, long since) throws Exception {
+  public void entered(String fenceId, String objectId, long since, long fenceSeq) throws Exception {
     backend.setCurrentKey(new FenceKey(fenceId));
     members.put(objectId, since);
+    memberSeqs.put(objectId, fenceSeq);
   }
 
   @Override
   public void left(String fenceId, String objectId) throws Exception {
     backend.setCurrentKey(new FenceKey(fenceId));
     members.remove(objectId);
+    memberSeqs.remove(objectId);
   }
 
-  /** The objects inside the fence now, which then leave it all: a delete's EXITs. */
-  public List<String> takeMembers(String fenceId) throws Exception {
+  /**
+   * The objects inside the fence that entered a version before {@code deleteSeq} (or one not known),
+   * which then leave it: a delete's EXITs. Those that entered a later version, the fence re-created,
+   * stay: a rebuild that held no version of the fence reads its tombstone after they entered.
+   */
+  public List<String> takeMembersBefore(String fenceId, long deleteSeq) throws Exception {
     return withKey(new FenceKey(fenceId), () -> {
-      List<String> inside = listOf(members.keys());
-      members.clear();
-      return inside;
+      List<String> leaving = new ArrayList<>();
+      List<String> staying = new ArrayList<>();
+      for (String objectId : members.keys()) {
+        Long entered = memberSeqs.get(objectId);
+        (entered != null && entered > deleteSeq ? staying : leaving).add(objectId);
+      }
+      if (staying.isEmpty()) {
+        members.clear();
+        memberSeqs.clear();
+      } else {
+        for (String objectId : leaving) {
+          members.remove(objectId);
+          memberSeqs.remove(objectId);
+        }
+      }
+      return leaving;
     });
   }
 

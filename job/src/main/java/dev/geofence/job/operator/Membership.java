@@ -6,7 +6,8 @@ package dev.geofence.job.operator;
  * Implementations set the fence's key themselves.
  */
 public interface Membership {
-  void entered(String fenceId, String objectId, long since) throws Exception;
+  /** The object entered the fence at {@code since}, decided against the fence's version {@code fenceSeq}. */
+  void entered(String fenceId, String objectId, long since, long fenceSeq) throws Exception;
 
   void left(String fenceId, String objectId) throws Exception;
 }

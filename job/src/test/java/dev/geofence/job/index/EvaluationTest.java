@@ -133,7 +133,7 @@ class EvaluationTest {
     final Map<String, Set<String>> inside = new HashMap<>();
 
     @Override
-    public void entered(String fenceId, String objectId, long since) {
+    public void entered(String fenceId, String objectId, long since, long fenceSeq) {
       inside.computeIfAbsent(objectId, o -> new TreeSet<>()).add(fenceId);
     }
 

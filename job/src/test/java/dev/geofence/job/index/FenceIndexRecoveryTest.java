@@ -72,6 +72,7 @@ class FenceIndexRecoveryTest {
 
   private static final String SQUARE = "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0))";
   private static final String FAR_SQUARE = "POLYGON ((20 20, 30 20, 30 30, 20 30, 20 20))";
+  private static final String FARTHER_SQUARE = "POLYGON ((40 40, 50 40, 50 50, 40 50, 40 40))";
   /** A stream position past anything a fresh server has written, so a new slot never looks ahead of it. */
   private static final long FAR_LSN = 0x7FFF_0000_0000_0000L;
 
@@ -126,19 +127,12 @@ class FenceIndexRecoveryTest {
         Statement s = db.createStatement()) {
       Migrations.applySource(db, Migrations.GeometryColumn.WKB);
       s.execute("SELECT pg_create_logical_replication_slot('slot_format', 'pgoutput')");
-      try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
-        for (String[] fence : new String[][] {{"a", SQUARE}, {"b", FAR_SQUARE}, {"c", SQUARE}}) {
-          insert.setString(1, fence[0]);
-          insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
-          insert.execute();
-        }
-      }
+      writeFences(db, new String[][] {{"a", SQUARE}, {"b", FAR_SQUARE}, {"c", SQUARE}});
       s.execute("UPDATE fences SET geom = geom WHERE id = 'a'");
       s.execute("DELETE FROM fences WHERE id = 'c'");
 
       OperatorSubtaskState snapshot;
-      FenceIndexOperator other = new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB)
-          .writing(new FenceIndexState.Writing((byte) 9, false));
+      FenceIndexOperator other = writingAnUnknownFormat();
       try (var harness = harness(other)) {
         harness.open();
         FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
@@ -169,6 +163,72 @@ class FenceIndexRecoveryTest {
         assertThat(last.gapCheck).isEqualTo(GapCheck.GAP);
         assertThat(last.gapReason).contains("state format");
         assertThat(last.hydratedAt).isPositive();
+      }
+    }
+  }
+
+  /**
+   * A rebuild over a set that holds none of a fence's versions (restored state of a format this
+   * release cannot read) reads the fence's tombstone before its re-created row. The delete EXITs
+   * the members that entered a version before it, by the seq each member keeps (ADR 0020): an
+   * object that entered the re-created fence stays inside it (before, it was EXITed at the
+   * delete's time, before its own ENTER); one inside a fence deleted while the job was down leaves
+   * it, and so does one that entered a fence later deleted for good, even after the delete's
+   * transaction began (the tombstone's time).
+   */
+  @Test
+  void aRebuildOfUnreadableStateKeepsTheMembersOfAFenceReCreatedBeforeTheSavepoint() throws Exception {
+    try (EmbeddedPostgres pg = EmbeddedPostgres.builder().setServerConfig("wal_level", "logical").start();
+        Connection db = pg.getPostgresDatabase().getConnection();
+        Statement s = db.createStatement()) {
+      Migrations.applySource(db, Migrations.GeometryColumn.WKB);
+      s.execute("SELECT pg_create_logical_replication_slot('slot_reborn', 'pgoutput')");
+      // d deleted and re-created (seq 3, after its tombstone of seq 2) before the savepoint; g
+      // deleted for good, its delete's transaction begun before o3 entered it (as the state has it).
+      writeFences(db, new String[][] {{"d", SQUARE}, {"e", FAR_SQUARE}, {"g", FARTHER_SQUARE}});
+      s.execute("DELETE FROM fences WHERE id = 'd'");
+      s.execute("DELETE FROM fences WHERE id = 'g'");
+      writeFences(db, new String[][] {{"d", SQUARE}});
+      long now = System.currentTimeMillis();
+
+      OperatorSubtaskState snapshot;
+      FenceIndexOperator other = writingAnUnknownFormat();
+      try (var harness = harness(other)) {
+        harness.open();
+        FenceIndexOperatorTest.Source source = new FenceIndexOperatorTest.Source(harness);
+        source.send(upsert("d", 3, SQUARE, true, 0));
+        source.send(upsert("e", 1, FAR_SQUARE, true, 0));
+        source.send(upsert("g", 1, FARTHER_SQUARE, true, 0));
+        source.sendAllBuckets();
+        // o1 entered the re-created d; o2 entered e a minute before the delete below; o3 entered g.
+        harness.processElement2(location("o1", now + 100, 5, 5), now + 100);
+        harness.processElement2(location("o2", now - 60_000, 25, 25), now - 60_000);
+        harness.processElement2(location("o3", now + 100, 45, 45), now + 100);
+        harness.processBothWatermarks(new Watermark(now + 200));
+        assertThat(triggers(harness)).extracting(Object::toString).containsExactlyInAnyOrder(
+            "ENTER o1 d@3 t=" + (now + 100), "ENTER o2 e@1 t=" + (now - 60_000), "ENTER o3 g@1 t=" + (now + 100));
+        snapshot = harness.snapshot(1, now + 200);
+      }
+      s.execute("DELETE FROM fences WHERE id = 'e'");
+
+      FenceIndexOperator operator = operator(pg.getPort(), "slot_reborn");
+      try (var harness = harness(operator)) {
+        harness.initializeState(snapshot);
+        harness.open();
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.REBUILDING);
+        advanceUntil(harness, () -> !operator.view().recovering(), "the rebuild's read");
+        assertThat(operator.view().fences().seqOf("d")).isEqualTo(3);
+        assertThat(operator.view().fences().isLive("e")).isFalse();
+        heartbeat(harness, FAR_LSN, System.currentTimeMillis());
+        assertThat(operator.view().phase()).isEqualTo(LoadPhase.READY);
+        // o1 leaves d: an EXIT only if it was still inside.
+        long later = System.currentTimeMillis() + 1_000;
+        harness.processElement2(location("o1", later, 25, 25), later);
+        harness.processBothWatermarks(new Watermark(later + 100));
+        assertThat(triggers(harness)).extracting(Object::toString).satisfiesExactlyInAnyOrder(
+            t -> assertThat(t).as("o2 EXITs the fence deleted while down").startsWith("EXIT o2 e@2 t="),
+            t -> assertThat(t).as("o3 EXITs g, which the read did not bring back").startsWith("EXIT o3 g@2 t="),
+            t -> assertThat(t).as("o1 was still inside the re-created d").isEqualTo("EXIT o1 d@3 t=" + later));
       }
     }
   }
@@ -976,6 +1036,22 @@ class FenceIndexRecoveryTest {
   private static EmbeddedPostgres postgres(int port, Path data) throws Exception {
     return EmbeddedPostgres.builder().setPort(port).setDataDirectory(data).setCleanDataDirectory(false)
         .setServerConfig("wal_level", "logical").start();
+  }
+
+  /** Inserts the fences, each an id and the WKT of its geometry. */
+  private static void writeFences(Connection db, String[][] fences) throws Exception {
+    try (PreparedStatement insert = db.prepareStatement("INSERT INTO fences (id, geom) VALUES (?, ?)")) {
+      for (String[] fence : fences) {
+        insert.setString(1, fence[0]);
+        insert.setBytes(2, new WKBWriter().write(new WKTReader().read(fence[1])));
+        insert.execute();
+      }
+    }
+  }
+
+  /** An operator that writes its fences in a format this release cannot read: restoring it rebuilds. */
+  private static FenceIndexOperator writingAnUnknownFormat() {
+    return new FenceIndexOperator(GeometryReadOptions.defaults(), GeometryFormat.WKB).writing(new FenceIndexState.Writing((byte) 9, false));
   }
 
   /** The operator, its source of truth the test's server, streaming from {@code slot}. */

@@ -88,6 +88,28 @@ class FenceIndexStateTest {
     }
   }
 
+  /**
+   * A delete takes the members that entered a version before it and leaves those of a later one
+   * (the fence re-created); a member written without its seq (by a release before ADR 0020, or a
+   * bootstrap) entered a version not known, and leaves with any delete.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"hashmap", "rocksdb"})
+  void aDeleteTakesTheMembersThatEnteredAVersionBeforeIt(String backend) throws Exception {
+    try (var harness = harness(1, 0, backend, false)) {
+      harness.open();
+      FenceIndexState state = state(harness);
+      state.entered("f", "old", 10, 1);
+      state.entered("f", "reborn", 30, 3);
+      harness.getOperator().setCurrentKey(new FenceKey("f"));
+      harness.getOperator().getKeyedStateStore().getMapState(FenceIndexState.membersStateDescriptor()).put("unknown", 20L);
+      assertThat(state.takeMembersBefore("f", 2)).containsExactlyInAnyOrder("old", "unknown");
+      assertThat(state.fencesWithMembers()).containsExactly("f");
+      assertThat(state.takeMembersBefore("f", 4)).containsExactly("reborn");
+      assertThat(state.fencesWithMembers()).isEmpty();
+    }
+  }
+
   @Test
   void aFenceIsStoredInItsBucketsMapWhateverTheCurrentKey() throws Exception {
     try (var harness = harness(1, 0, "hashmap", false)) {
@@ -170,7 +192,7 @@ class FenceIndexStateTest {
         String id = "f" + i;
         written.put(id, (long) i % 7 + 1);
         state.fence(id, i % 5 == 0 ? StoredFence.of(i % 7 + 1, true, null, null, StayRules.NO_FENCE_DELAY, i) : StoredFence.of(i % 7 + 1, false, square, "t", StayRules.NO_FENCE_DELAY, i));
-        state.entered(id, "o" + i, i);
+        state.entered(id, "o" + i, i, i % 7 + 1);
         state.keepVersion(id, 1_000 + i, StoredFence.of(0, false, square, "t", StayRules.NO_FENCE_DELAY, 0));
         state.fingerprint(fingerprint(FenceBuckets.of(id), i));
       }
