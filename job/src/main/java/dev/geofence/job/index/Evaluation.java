@@ -324,7 +324,8 @@ public final class Evaluation {
     long now = System.currentTimeMillis();
     for (String fenceId : covering) {
       if ((whole || inKeyGroups(fenceId, start, end)) && !untouched.contains(fenceId) && inside.add(fenceId)) {
-        membership.entered(fenceId, location.objectId, location.timestamp, seqAt(fenceId, then));
+        long seq = seqAt(fenceId, then);
+        membership.entered(fenceId, location.objectId, location.timestamp, seq);
         if (mayDwell()) {
           long due = dwellAt(fenceId, location.timestamp, then.get(fenceId));
           if (due != Long.MAX_VALUE) {
@@ -332,7 +333,7 @@ public final class Evaluation {
           }
         }
         emit.accept(new GeofenceTrigger(location.objectId, fenceId, TriggerKind.ENTER, TriggerCause.LOCATION, location.timestamp,
-            location.lon, location.lat, seqAt(fenceId, then), location.tenant, now));
+            location.lon, location.lat, seq, location.tenant, now));
       }
     }
     for (String fenceId : before) {
@@ -542,8 +543,9 @@ public final class Evaluation {
   }
 
   /**
-   * A fence was deleted: every object inside leaves it now, at the delete's commit time, or at its
-   * silence time if that came first. The owner clears the fence's durable membership after.
+   * A fence was deleted: the {@code members} that entered a version before it leave it now, at the
+   * delete's commit time, or at their silence time if that came first (the owner took them from
+   * the fence's durable membership).
    */
   void deleted(String fenceId, Iterable<String> members, long commitTime, long seq) throws Exception {
     long now = System.currentTimeMillis();

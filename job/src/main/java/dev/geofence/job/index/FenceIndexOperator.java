@@ -446,7 +446,7 @@ public final class FenceIndexOperator extends AbstractStreamOperator<GeofenceTri
     output.collect(DEAD_LETTERS, new StreamRecord<>(letter));
   }
 
-  /** What the ledger tells the operator: a gap distrusts the index; a delete EXITs the fence's members. */
+  /** What the ledger tells the operator: a gap distrusts the index; a delete EXITs the members of the versions before it. */
   private final class LedgerListener implements FenceLedger.Listener {
     @Override
     public void gap(String reason) {

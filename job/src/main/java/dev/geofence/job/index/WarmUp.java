@@ -506,7 +506,8 @@ final class WarmUp implements SourceOfTruth.Outcomes, AutoCloseable {
     List<String> gone = read.gone(live);
     long now = System.currentTimeMillis();
     for (String id : gone) {
-      ledger.deleteGone(id, now);
+      // A load has emptied the set: the version it set aside is the one the members entered.
+      ledger.deleteGone(id, heldBeforeLoad != null ? heldBeforeLoad.seqOf(id) : 0, now);
     }
     return gone;
   }

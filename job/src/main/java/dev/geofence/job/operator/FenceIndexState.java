@@ -56,7 +56,7 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
  *
  * <p>Beside the bucket's state,
  * a key group's key (a heartbeat's) how far the stream had been read; a fence's key the objects
- * inside the fence, its changes queued for the clock, its deletes whose EXITs wait, and the
+ * inside the fence and the seq of the version each entered, its changes queued for the clock, its deletes whose EXITs wait, and the
  * versions it had within the allowed lateness.
  *
  * <p>Fences and fingerprints are written behind: held here, the newest by fence and by bucket,
@@ -789,7 +789,9 @@ public final class FenceIndexState implements LedgerStore, Membership {
   public void entered(String fenceId, String objectId, long since, long fenceSeq) throws Exception {
     backend.setCurrentKey(new FenceKey(fenceId));
     members.put(objectId, since);
-    memberSeqs.put(objectId, fenceSeq);
+    if (!previousLayout) {
+      memberSeqs.put(objectId, fenceSeq);
+    }
   }
 
   @Override

@@ -29,8 +29,8 @@ import java.util.Map;
  * are coalesced so that only the newest version reaches the index (every version between two
  * locations is still kept in the history, for a late location that falls between them), split
  * after each delete so that its EXITs are never folded away by a re-creation. A delete EXITs the
- * fence's members at once, or, applied ahead of a location older than it (or of the clock while the
- * index warms up), once those are evaluated. Plain Java, not thread-safe: one task thread drives it.
+ * fence's members that entered a version before it at once, or, applied ahead of a location older
+ * than it (or of the clock while the index warms up), once those are evaluated. Plain Java, not thread-safe: one task thread drives it.
  */
 public final class FenceLedger {
 
@@ -57,7 +57,7 @@ public final class FenceLedger {
     /** The stream delivered a seq gap: it lost an edit, so nothing else it delivered can be trusted. */
     void gap(String reason) throws Exception;
 
-    /** Every object inside the deleted fence leaves it now, at the delete's commit time. */
+    /** Every object inside the deleted fence that entered a version before {@code seq} leaves it now, at the delete's commit time. */
     void exitMembers(String fenceId, long deletedAt, long seq) throws Exception;
   }
 
@@ -145,9 +145,14 @@ public final class FenceLedger {
     }
   }
 
-  /** Deletes a live fence that a read of the source found no row of at all (as of {@code now}). */
-  public void deleteGone(String fenceId, long now) throws Exception {
-    applyCoalesced(CoalescedEdit.of(FenceEdit.delete(fenceId, fences.seqOf(fenceId) + 1, EditOrigin.SNAPSHOT, 0, now)));
+  /**
+   * Deletes a live fence that a read of the source found no row of at all (as of {@code now}), as
+   * the version after {@code heldSeq} (a load's set-aside version, 0 if none) or the one held here,
+   * so that every member, whichever version it entered, leaves.
+   */
+  public void deleteGone(String fenceId, long heldSeq, long now) throws Exception {
+    long seq = Math.max(fences.seqOf(fenceId), heldSeq) + 1;
+    applyCoalesced(CoalescedEdit.of(FenceEdit.delete(fenceId, seq, EditOrigin.SNAPSHOT, 0, now)));
   }
 
   /**
