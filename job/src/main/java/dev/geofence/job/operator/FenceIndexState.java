@@ -54,10 +54,10 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
  * snapshot as the index"; ADR 0011). The fences written into a bucket that stores none and had no
  * segment restored (a fresh start's load) are its segment at once.
  *
- * <p>Beside the bucket's state,
- * a key group's key (a heartbeat's) how far the stream had been read; a fence's key the objects
- * inside the fence and the seq of the version each entered, its changes queued for the clock, its deletes whose EXITs wait, and the
- * versions it had within the allowed lateness.
+ * <p>Beside the bucket's state, a key group's key (a heartbeat's) how far the stream had been read;
+ * a fence's key the objects inside the fence and the seq of the version each entered, its changes
+ * queued for the clock, its deletes whose EXITs wait, and the versions it had within the allowed
+ * lateness.
  *
  * <p>Fences and fingerprints are written behind: held here, the newest by fence and by bucket,
  * until {@link #flush} before the next snapshot (or once {@link #MAX_UNWRITTEN} are held), so that
