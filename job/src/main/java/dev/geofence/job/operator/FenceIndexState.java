@@ -809,12 +809,16 @@ public final class FenceIndexState implements LedgerStore, Membership {
   public List<String> takeMembersBefore(String fenceId, long deleteSeq) throws Exception {
     return withKey(new FenceKey(fenceId), () -> {
       List<String> leaving = new ArrayList<>();
-      List<String> staying = new ArrayList<>();
+      boolean anyStays = false;
       for (String objectId : members.keys()) {
         Long entered = memberSeqs.get(objectId);
-        (entered != null && entered > deleteSeq ? staying : leaving).add(objectId);
+        if (entered != null && entered > deleteSeq) {
+          anyStays = true;
+        } else {
+          leaving.add(objectId);
+        }
       }
-      if (staying.isEmpty()) {
+      if (!anyStays) {
         members.clear();
         memberSeqs.clear();
       } else {
